@@ -1,0 +1,64 @@
+"""The model side of the loop: chat messages in, text plus token usage out.
+
+Everything that talks to a model (an HTTP endpoint, a shared GPU deployment, a scripted test
+policy) implements :class:`Policy`, so the loop never knows where completions come from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class TokenUsage(BaseModel):
+    """Token counts as the server reports them; ``None`` where it reports nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    # Prompt tokens served from the server's prefix cache (vLLM reports them; llama.cpp does not).
+    cached_tokens: int | None = None
+    # A labelled estimate where the engine reports no cache figure (see pipeline.llm).
+    cached_tokens_estimate: int | None = None
+
+
+class Completion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    usage: TokenUsage = TokenUsage()
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    model: str | None = None
+    # Which replica / endpoint served the call (for latency and cache analysis).
+    served_by: str | None = None
+
+
+class ContextOverflowError(Exception):
+    """The prompt does not fit the model's context window: ends the episode, not the sweep."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """An async chat model: ``messages -> Completion``.
+
+    ``json_schema`` asks the server to constrain the output to that JSON schema (the JSON
+    protocol mode); a policy that cannot enforce it must ignore it, not fail.
+    """
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+    ) -> Completion: ...

@@ -1,0 +1,56 @@
+"""The appendix B.3 prompt templates, kept as text files next to this module.
+
+Slots are written ``{name}`` and filled by plain replacement (not ``str.format``), because the
+templates themselves contain JSON braces.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict
+
+_SLOT = re.compile(r"\{([a-z_]+)\}")
+
+
+@cache
+def template(name: str) -> str:
+    """The text of ``prompts/<name>.txt`` without its final newline."""
+    return resources.files(__package__).joinpath(f"{name}.txt").read_text(encoding="utf-8").rstrip("\n")
+
+
+def fill(text: str, slots: dict[str, str]) -> str:
+    """Replace every ``{slot}`` of ``text`` in one pass; a slot without a value is an error.
+
+    One pass, so text inserted into a slot (a policy, an observation) is never substituted again.
+    Only ``{lowercase_name}`` counts as a slot; JSON such as ``{"content": null}`` never matches.
+    """
+    missing = sorted({m.group(1) for m in _SLOT.finditer(text)} - set(slots))
+    if missing:
+        raise KeyError(f"prompt slots without a value: {missing}")
+    return _SLOT.sub(lambda m: slots[m.group(1)], text)
+
+
+class TaskPrompt(BaseModel):
+    """What a benchmark contributes to every method's system prompt."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_policy: str
+    available_tools: str
+
+
+def system_prompt(*, method_rules: str, output_protocol: str, task: TaskPrompt) -> str:
+    """The system message shared by all methods: ReAct rules, method rules, policy, tools, protocol."""
+    return fill(
+        template("system"),
+        {
+            "react_rules": template("react_rules"),
+            "method_rules": method_rules,
+            "task_policy": task.task_policy,
+            "available_tools": task.available_tools,
+            "output_protocol": output_protocol,
+        },
+    )

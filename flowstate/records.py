@@ -1,0 +1,92 @@
+"""Typed records of what happened at each step: enough to analyse, and to rebuild the state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from flowstate.chat import ChatMessage
+from flowstate.environment import ToolCall
+from flowstate.repository import Repository
+from flowstate.rules import Rejection
+from flowstate.runtime import FlowStateRuntime
+from flowstate.state import DeltaOp
+
+
+class StepRecord(BaseModel):
+    """One model invocation (step ``step`` of request ``request``, both counted from 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request: int
+    step: int
+    # The request's query text, on the first step of each request (None on later steps).
+    query: str | None = None
+    # ISU: what the model proposed (raw), what was committed, what was excluded and why.
+    proposed_ops: list[Any] = []
+    accepted_ops: list[DeltaOp] = []
+    rejected_ops: list[Rejection] = []
+    # PSA.
+    focus_requested: list[str] = []
+    focus_accepted: list[str] = []
+    focus_rejected: list[Rejection] = []
+    disclosed: list[str] = []
+    # Execution decision and its result.
+    tool_calls: list[ToolCall] = []
+    tool_errors: int = 0
+    observation_id: str | None = None
+    observation: str | None = None
+    observation_summary: str | None = None
+    assistant_message: str | None = None
+    # Protocol: errors make the output unusable in part or whole; warnings are repairs.
+    parse_errors: list[str] = []
+    protocol_warnings: list[str] = []
+    # Model call.
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    cached_tokens_estimate: int | None = None
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    prompt_chars: int = 0
+    # What the model saw.
+    active_nodes: int = 0
+    active_state_tokens: int = 0
+    index_states: int = 0
+
+    @property
+    def observation_chars(self) -> int | None:
+        return None if self.observation is None else len(self.observation)
+
+
+class ModelExchange(BaseModel):
+    """The full prompt and completion of one step (kept apart: the step table stays small)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request: int
+    step: int
+    messages: list[ChatMessage]
+    completion: str
+
+
+def rebuild_repository(steps: Iterable[StepRecord]) -> Repository:
+    """Rebuild M from step records alone: the records are an event log of the state.
+
+    Re-applies each step's accepted ops and accesses and its observation, in order. Rejected
+    ops are not needed: they changed nothing.
+    """
+    runtime = FlowStateRuntime()
+    for record in steps:
+        if record.step == 1:
+            if runtime.in_request:
+                runtime.end_request()
+            runtime.begin_request(record.query or "")
+        runtime.apply([op.model_dump(mode="json") for op in record.accepted_ops], record.disclosed)
+        if record.observation is not None:
+            runtime.add_observation(record.step, record.observation, record.observation_summary or "")
+    if runtime.in_request:
+        runtime.end_request()
+    return runtime.repository

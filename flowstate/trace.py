@@ -1,0 +1,91 @@
+"""Trace replay: the FlowState runtime over recorded model outputs, with no model and no environment.
+
+A trace lists requests, each with the completions the model produced and what the environment
+returned for each step's tool calls. Replaying it shows exactly what the rules accept, reject and
+disclose, and the repository that results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flowstate.chat import Completion
+from flowstate.environment import ToolResult
+from flowstate.loop import EpisodeRunner
+from flowstate.methods import FlowStateSession, MethodOptions
+from flowstate.prompts import TaskPrompt
+from flowstate.protocol import ProtocolMode
+from flowstate.records import StepRecord
+from flowstate.runtime import Observation
+
+
+class TraceStep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    completion: str
+    # What the environment returned for this step's tool calls (null if it called none).
+    observation: str | None = None
+
+
+class TraceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str
+    steps: list[TraceStep] = Field(min_length=1)
+
+
+class Trace(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    requests: list[TraceRequest]
+    protocol: ProtocolMode = ProtocolMode.TAGGED
+
+
+class TraceError(ValueError):
+    """A trace that contradicts itself (e.g. tool calls without an observation)."""
+
+
+def replay_trace(trace: Trace | dict[str, Any]) -> dict[str, Any]:
+    """Replay a trace; returns ``{"steps", "repository", "index"}`` (requests and steps from 1)."""
+    trace = trace if isinstance(trace, Trace) else Trace.model_validate(trace)
+    session = FlowStateSession(TaskPrompt(task_policy="", available_tools=""), MethodOptions(protocol=trace.protocol))
+    runner = EpisodeRunner(session)
+    for k, request in enumerate(trace.requests, 1):
+        runner.begin_request(request.query)
+        observation: Observation | None = None
+        for t, step in enumerate(request.steps, 1):
+            messages = runner.prompt(observation)
+            record, parsed = runner.record_output(messages, Completion(text=step.completion))
+            observation = None
+            if parsed.tool_calls and step.observation is None:
+                raise TraceError(f"request {k} step {t}: the completion calls tools but the observation is null")
+            if not parsed.tool_calls and step.observation is not None:
+                raise TraceError(f"request {k} step {t}: an observation is given but the completion calls no tool")
+            if step.observation is not None:
+                observation = runner.record_observation(record, [ToolResult(content=step.observation)])
+        runner.end_request()
+    repository = session.runtime.repository
+    return {
+        "steps": [_step_json(s) for s in runner.steps],
+        "repository": repository.export().model_dump(mode="json"),
+        "index": [entry.model_dump(mode="json") for entry in repository.index()],
+    }
+
+
+def _step_json(record: StepRecord) -> dict[str, Any]:
+    return {
+        "request": record.request,
+        "step": record.step,
+        "accepted_ops": [{"operation": op.operation, "state_id": op.state_id} for op in record.accepted_ops],
+        "rejected_ops": [r.model_dump(mode="json", include={"operation", "state_id", "reason", "detail"}) for r in record.rejected_ops],
+        "focus_accepted": record.focus_accepted,
+        "focus_rejected": [r.model_dump(mode="json", include={"state_id", "reason", "detail"}) for r in record.focus_rejected],
+        "disclosed": record.disclosed,
+        "tool_calls": [c.model_dump(mode="json", include={"name", "arguments"}) for c in record.tool_calls],
+        "observation_id": record.observation_id,
+        "assistant_message": record.assistant_message,
+        "parse_error": "; ".join(record.parse_errors) or None,
+        "protocol_warnings": record.protocol_warnings,
+    }

@@ -1,0 +1,92 @@
+"""Test fixtures for the method: output builders, a scripted policy and an in-memory environment.
+
+Shared by the core tests and by pipeline tests that need a deterministic policy."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flowstate import ChatMessage, Completion, TokenUsage, ToolCall, ToolResult
+
+
+def tagged(focus: Sequence[Any] = (), delta: Sequence[Any] = (), calls: Sequence[Any] = (), message: str | None = None) -> str:
+    """A well-formed tagged-mode output with the four blocks of appendix B.3."""
+    return (
+        f"<state_focus>\n{json.dumps(list(focus))}\n</state_focus>\n"
+        f"<state_delta>\n{json.dumps(list(delta))}\n</state_delta>\n"
+        f"<tool_calls>\n{json.dumps(list(calls))}\n</tool_calls>\n"
+        f"<assistant_message>\n{json.dumps({'content': message})}\n</assistant_message>"
+    )
+
+
+def add(state_id: str, state_set: str = "knowledge", refs: Sequence[tuple[str, str]] = (), **extra: Any) -> dict[str, Any]:
+    op = {"state_set": state_set, "operation": "add", "state_id": state_id, "summary": f"summary of {state_id}",
+          "value": {"id": state_id}, "refs": [{"rel": rel, "state_id": target} for rel, target in refs]}
+    op.update(extra)
+    return op
+
+
+class ScriptedPolicyFixture:
+    """TEST FIXTURE: a deterministic policy answering from a script (text, or a function of the prompt)."""
+
+    def __init__(self, script: Sequence[str | Callable[[Sequence[ChatMessage]], str]]) -> None:
+        self.script = list(script)
+        self.calls: list[list[ChatMessage]] = []
+        self.schemas: list[Any] = []
+
+    async def complete(self, messages: Sequence[ChatMessage], *, json_schema: Any = None) -> Completion:
+        self.calls.append(list(messages))
+        self.schemas.append(json_schema)
+        if not self.script:
+            raise AssertionError("scripted policy ran out of outputs")
+        item = self.script.pop(0)
+        text = item(messages) if callable(item) else item
+        prompt_chars = sum(len(m.content) for m in messages)
+        return Completion(text=text, usage=TokenUsage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4),
+                          latency_s=0.001)
+
+
+class EnvironmentFixture:
+    """TEST FIXTURE: a scripted user (a list of requests) and tools answered from a dict."""
+
+    def __init__(self, requests: Sequence[str], tools: dict[str, str] | None = None, max_errors: int | None = None) -> None:
+        self.requests = list(requests)
+        self.tools = tools or {}
+        self.max_errors = max_errors
+        self.errors = 0
+        self.executed: list[ToolCall] = []
+        self.responses: list[str] = []
+        self._termination: str | None = None
+
+    @property
+    def termination(self) -> str | None:
+        return self._termination
+
+    async def first_request(self) -> str | None:
+        return self._next()
+
+    async def execute(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        results = []
+        for call in calls:
+            self.executed.append(call)
+            if call.name in self.tools:
+                results.append(ToolResult(content=self.tools[call.name]))
+            else:
+                self.errors += 1
+                results.append(ToolResult(content=f"Error: Tool '{call.name}' not found.", error=True))
+        if self.max_errors is not None and self.errors >= self.max_errors:
+            self._termination = "too_many_errors"
+        return results
+
+    async def respond(self, message: str) -> str | None:
+        self.responses.append(message)
+        return self._next()
+
+    def _next(self) -> str | None:
+        if not self.requests:
+            self._termination = "user_stop"
+            return None
+        return self.requests.pop(0)
+

@@ -1,0 +1,112 @@
+"""What each method puts in front of the model (appendix B.3) and what it keeps."""
+
+from __future__ import annotations
+
+import json
+
+from flowstate import (
+    FlowStateSession,
+    MethodOptions,
+    ProtocolMode,
+    TaskPrompt,
+    new_session,
+    parse_output,
+)
+from tests.flowstate.fixtures import add, tagged
+
+TASK = TaskPrompt(task_policy="POLICY-TEXT", available_tools="TOOLS-TEXT")
+
+
+def test_flowstate_system_prompt_has_rules_policy_tools_and_protocol():
+    session = new_session("flowstate", TASK)
+    system = session.messages(None)[0].content
+    for part in ("<instructions>", "## flowstate_rules", "### Progressive State Access", "</instructions>",
+                 "<policy>\nPOLICY-TEXT\n</policy>", "<tools>\nTOOLS-TEXT\n</tools>", "<state_focus>", "<output_protocol>"):
+        assert part in system
+    assert system.index("## flowstate_rules") < system.index("</instructions>") < system.index("<policy>")
+
+
+def test_full_context_differs_only_by_method_parts():
+    fs = new_session("flowstate", TASK).messages(None)[0].content
+    fc = new_session("full_context", TASK).messages(None)[0].content
+    assert "flowstate_rules" not in fc and "<state_delta>" not in fc and "<tool_calls>" in fc
+    assert fs.split("## flowstate_rules")[0].rstrip("\n") == fc.split("</instructions>")[0].rstrip("\n")
+    assert fs.split("</instructions>")[1].split("<output_protocol>")[0] == fc.split("</instructions>")[1].split("<output_protocol>")[0]
+
+
+def test_json_mode_switches_the_protocol_text_and_sets_a_schema():
+    tagged_session = new_session("flowstate", TASK)
+    json_session = new_session("flowstate", TASK, MethodOptions(protocol=ProtocolMode.JSON), tool_names=["t"])
+    assert tagged_session.json_schema is None
+    assert json_session.json_schema["properties"]["tool_calls"]["items"]["properties"]["name"]["enum"] == ["t"]
+    assert "one JSON object" in json_session.messages(None)[0].content
+
+
+def test_flowstate_input_shows_index_active_state_observation_and_query():
+    session = new_session("flowstate", TASK)
+    assert isinstance(session, FlowStateSession)
+    session.begin_request("first")
+    session.apply(parse_output(tagged(delta=[add("h1", "preference")])))
+    session.end_request()
+    session.begin_request("second question")
+    session.apply(parse_output(tagged(delta=[add("cur", refs=[("derives", "h1")])])))
+    obs = session.add_observation(1, '{"a": 1}', "raw")
+    user = session.messages(obs)[1].content
+    index_block = user.split("Historical State Index:\n")[1].split("\nActive State:")[0]
+    assert json.loads(index_block) == [{"user_query": "first", "query_id": 1,
+                                        "states": [{"state_id": "h1", "summary": "summary of h1"}]}]
+    active_block = user.split("Active State:\n")[1].split("\n</agent_status>")[0]
+    assert json.loads(active_block) == [{"state_id": "cur", "type": "knowledge",
+                                         "related_states": [{"state_id": "h1", "rel": "derives"}],
+                                         "summary": "summary of cur", "value": {"id": "cur"}}]
+    assert "<latest_observation>\nobservation_id: obs_2_1\n{\"a\": 1}\n</latest_observation>" in user
+    assert user.endswith("<user_query>\nsecond question\n</user_query>")
+    assert session.last_stats.active_nodes == 1 and session.last_stats.index_states == 1
+
+
+def test_rejection_feedback_is_off_by_default_and_shown_when_enabled():
+    for enabled in (False, True):
+        session = new_session("flowstate", TASK, MethodOptions(rejection_feedback=enabled))
+        session.begin_request("q")
+        session.apply(parse_output(tagged(focus=[{"target_id": "ghost", "reason": "r"}], delta=[add("obs_1_1")])))
+        user = session.messages(None)[1].content
+        assert ("<rejected_operations>" in user) is enabled
+        if enabled:
+            block = user.split("<rejected_operations>\n")[1].split("\n</rejected_operations>")[0]
+            assert [item["state_id"] for item in json.loads(block)] == ["obs_1_1", "ghost"]
+        session.apply(parse_output(tagged(message="ok")))
+        assert "<rejected_operations>" not in session.messages(None)[1].content
+
+
+def test_full_context_history_is_append_only_and_shows_each_observation_once():
+    session = new_session("full_context", TASK)
+    session.begin_request("book it")
+    prompts = [session.messages(None)[1].content]
+    session.apply(parse_output(tagged(calls=[{"name": "search", "arguments": {"q": "x"}}])))
+    obs = session.add_observation(1, "RESULT-ONE", "raw")
+    prompts.append(session.messages(obs)[1].content)
+    session.apply(parse_output(tagged(message="Booked.")))
+    session.end_request()
+    session.begin_request("thanks, and cancel")
+    prompts.append(session.messages(None)[1].content)
+    histories = [p.split("<trajectory_history>\n")[1].split("\n</trajectory_history>")[0] for p in prompts]
+    assert all(later.startswith(earlier) for earlier, later in zip(histories, histories[1:]))
+    assert prompts[1].count("RESULT-ONE") == 1 and "obs_1_1" in prompts[1].split("<latest_observation>")[1]
+    assert "observation_id: obs_1_1\nRESULT-ONE" in histories[2]
+    assert histories[2].splitlines()[0] == "user (request 1): book it"
+    assert histories[2].splitlines()[-1] == "user (request 2): thanks, and cancel"
+    assert '"content": "Booked."' in histories[2]
+
+
+def test_full_context_ignores_state_blocks_with_a_warning():
+    session = new_session("full_context", TASK)
+    session.begin_request("q")
+    parsed = parse_output(tagged(delta=[add("a")], message="hi")).without_state()
+    assert parsed.state_delta == [] and parsed.warnings
+    assert session.apply(parsed).accepted_ops == []
+
+
+def test_observation_rendering_without_an_observation():
+    session = new_session("flowstate", TASK)
+    session.begin_request("q")
+    assert "<latest_observation>\nNone\n</latest_observation>" in session.messages(None)[1].content
