@@ -99,6 +99,7 @@ class EpisodeRunner:
             focus_accepted=effects.focus_accepted,
             focus_rejected=effects.focus_rejected,
             disclosed=effects.disclosed,
+            disclosed_from=effects.disclosed_from,
             tool_calls=calls,
             assistant_message=parsed.assistant_message,
             parse_errors=parsed.errors,

@@ -33,6 +33,7 @@ class StepRecord(BaseModel):
     focus_accepted: list[str] = []
     focus_rejected: list[Rejection] = []
     disclosed: list[str] = []
+    disclosed_from: list[int] = []
     # Execution decision and its result.
     tool_calls: list[ToolCall] = []
     tool_errors: int = 0

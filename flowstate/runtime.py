@@ -50,6 +50,8 @@ class StepEffects(BaseModel):
     focus_accepted: list[str] = []
     focus_rejected: list[Rejection] = []
     disclosed: list[str] = []
+    # The request that created each disclosed state (how far back PSA reached).
+    disclosed_from: list[int] = []
 
 
 class FlowStateRuntime:
@@ -164,8 +166,10 @@ class FlowStateRuntime:
             self._commit(op)
             effects.accepted_ops.append(op)
         for state_id in to_disclose:
-            self._disclosed[state_id] = self._historical(state_id)
+            node = self._historical(state_id)
+            self._disclosed[state_id] = node
             effects.disclosed.append(state_id)
+            effects.disclosed_from.append(node.source_request)
         return effects
 
     def _commit(self, op: DeltaOp) -> None:

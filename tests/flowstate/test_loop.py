@@ -33,7 +33,7 @@ def test_a_two_request_flowstate_episode():
     assert [(s.request, s.step) for s in result.steps] == [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)]
     assert env.responses == ["Booked BK-1.", "It cost 200."]
     assert [s.observation_id for s in result.steps] == ["obs_1_1", "obs_1_2", None, None, None]
-    assert result.steps[3].disclosed == ["price"]
+    assert result.steps[3].disclosed == ["price"] and result.steps[3].disclosed_from == [1]
     # Disclosed at step 1 of request 2, visible from step 2 on, with its relations only.
     assert '"state_id": "price"' not in policy.calls[3][1].content.split("Active State:")[1]
     step2_active = policy.calls[4][1].content.split("Active State:")[1]
