@@ -3,48 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
-
-class CliError(Exception):
-    """An error the user can fix; printed without a traceback."""
-
-
-def _write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically: a crash never leaves a half-written output file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CliError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+from pipeline.cli_support import CliError, read_json, write_json
 
 
 # -- trace -------------------------------------------------------------------------------------
 def _trace_replay(args: argparse.Namespace) -> int:
     from flowstate.trace import TraceError, replay_trace
 
-    data = _read_json(args.trace)
+    data = read_json(args.trace)
     try:
         result = replay_trace(data)
     except ValidationError as exc:
         raise CliError(f"{args.trace}: not a valid trace:\n{exc}") from None
     except TraceError as exc:
         raise CliError(f"{args.trace}: {exc}") from None
-    _write_json(args.out, result)
+    write_json(args.out, result)
     steps = result["steps"]
     accepted = sum(len(s["accepted_ops"]) for s in steps)
     rejected = sum(len(s["rejected_ops"]) for s in steps)
@@ -57,9 +36,88 @@ def _trace_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- run ---------------------------------------------------------------------------------------
+def _run(args: argparse.Namespace) -> int:
+    from pipeline.benchmarks.taubench import TauBenchDataError
+    from pipeline.launch import run_sweep
+    from pipeline.yaml_errors import ConfigError
+
+    try:
+        result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run)
+    except (ConfigError, TauBenchDataError) as exc:
+        raise CliError(str(exc)) from None
+    if result is None:
+        return 0
+    print(f"results: {result.sweep_dir}")
+    print(f"  query: flowstate query pass_rate --runs {result.sweep_dir}")
+    print("  compare runs: mlflow ui   (in this directory, or with --backend-store-uri $MLFLOW_TRACKING_URI)")
+    if result.interrupted:
+        return 130
+    return 1 if result.failed else 0
+
+
+# -- grade / show --------------------------------------------------------------------------------
+def _grade(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pipeline.regrade import regrade
+    from pipeline.store.reader import sweep_dirs
+
+    sweeps = sweep_dirs(args.runs)
+    if not sweeps:
+        raise CliError(f"{args.runs}: no sweep found (a sweep directory has a manifest.json)")
+    for sweep in sweeps:
+        summary = asyncio.run(regrade(sweep, basis=args.basis))
+        mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
+        print(f"{sweep.name}: graded {summary.episodes} episodes ({summary.changed} changed, "
+              f"{summary.still_ungraded} ungraded), mean reward {mean}")
+        if summary.needs_judge:
+            print(f"  {summary.needs_judge} episodes need a judge model for their NL assertions and were left as "
+                  "they were (grade them on --basis classic, or re-run the job, which starts its judge)")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from pipeline.show import EpisodeNotFound, load_episode, render
+
+    try:
+        data = load_episode(args.runs, args.episode_id)
+    except EpisodeNotFound as exc:
+        raise CliError(str(exc)) from None
+    for line in render(data):
+        print(line)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flowstate", description="FlowState experiments: run, inspect and analyse.")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run (or resume) the sweep of a job file on Ray")
+    run.add_argument("job", type=Path, help="jobs/NAME.yaml")
+    run.add_argument("--out", type=Path, help="output directory (default: the job's output_dir)")
+    run.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
+    resume = run.add_mutually_exclusive_group()
+    resume.add_argument("--resume", dest="fresh", action="store_false", default=False,
+                        help="skip episodes already in the run's episodes table (default)")
+    resume.add_argument("--fresh", dest="fresh", action="store_true",
+                        help="start over: move earlier results of this sweep aside")
+    run.add_argument("--dry-run", action="store_true", help="print the expanded sweep and estimates; start nothing")
+    run.set_defaults(handler=_run)
+
+    grade = commands.add_parser("grade", help="grade stored episodes again (no re-simulation)")
+    grade.add_argument("runs", type=Path, help="a sweep directory, or a folder of sweeps")
+    grade.add_argument("--basis", choices=["task", "classic"], help="default: each cell's own basis")
+    grade.set_defaults(handler=_grade)
+
+    show = commands.add_parser("show", help="print one episode readably")
+    show.add_argument("episode_id", help="episode id (a unique prefix is enough)")
+    show.add_argument("--runs", type=Path, default=Path("runs"), help="a sweep directory or a folder of sweeps")
+    show.set_defaults(handler=_show)
+
+    from pipeline.benchmarks.taubench.cli import add_commands as add_taubench_commands
+
+    add_taubench_commands(commands)
 
     trace = commands.add_parser("trace", help="work with recorded model outputs").add_subparsers(dest="trace_command", required=True)
     replay = trace.add_parser("replay", help="run the FlowState runtime over a recorded trace (no model, no environment)")
