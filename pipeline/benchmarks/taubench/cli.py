@@ -27,10 +27,10 @@ def _fetch(args: argparse.Namespace) -> int:
     except TauBenchDataError as exc:
         raise CliError(str(exc)) from None
     print(f"τ-bench data in {report.root}: {len(report.downloaded)} downloaded, "
-          f"{len(report.already_present)} already present and verified")
-    if report.missing_derived:
-        print(f"missing derived files: {', '.join(report.missing_derived)}")
-        return 1
+          f"{len(report.already_present)} already present and verified, "
+          f"{len(report.derived)} derived from upstream sources, {len(report.derived_copied)} copied")
+    for relative, error in report.derive_errors.items():
+        print(f"  {relative}: derivation failed, used the copy from --derived-from ({error})")
     print(f"use it with: export FLOWSTATE_DATA={args.data_dir}")
     return 0
 

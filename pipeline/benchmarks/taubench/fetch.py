@@ -2,12 +2,11 @@
 
 Every upstream file is fetched from the tau2-bench repository at the pinned commit, checked
 against its SOURCE.md checksum and written atomically. ``tools.json`` is not an upstream file:
-upstream generates those schemas at run time from the tool methods' signatures and docstrings
-(and the argument models' field descriptions) with its pinned pydantic. Re-deriving them
-byte-for-byte cannot be verified without the upstream sources at that commit, so we do not
-derive them: the two domains' ``tools.py`` are downloaded next to the data for provenance, and
-the ``tools.json`` files must come with the FlowState data bundle (``derived_from``), checked
-against their pinned checksums like everything else.
+upstream generates those schemas at run time from its tool sources, so we download the domain's
+``tools.py`` (and the argument models it imports), rebuild ``tools.json`` from them by parsing
+(:mod:`pipeline.benchmarks.taubench.schema_derivation`) and accept it only if it has the pinned
+checksum. The sources are kept under ``upstream_src/<domain>/`` for provenance. When the derivation
+fails, a copy from a FlowState data bundle (``derived_from``) is the fallback.
 """
 
 from __future__ import annotations
@@ -22,8 +21,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.benchmarks.taubench.data import (
-    DERIVED_FILES,
     DOMAINS,
+    FETCH_COMMAND,
     SHA256,
     SUBDIR,
     UPSTREAM_COMMIT,
@@ -32,10 +31,10 @@ from pipeline.benchmarks.taubench.data import (
     TauBenchDataError,
     sha256_file,
 )
+from pipeline.benchmarks.taubench.schema_derivation import derive_tools_json
 
 DEFAULT_BASE_URL = f"https://raw.githubusercontent.com/{UPSTREAM_REPO}/{UPSTREAM_COMMIT}"
-# Upstream sources of the derived tools.json (kept for provenance; no pinned checksum exists).
-TOOL_SOURCES = {f"upstream_src/{domain}/tools.py": f"src/tau2/domains/{domain}/tools.py" for domain in DOMAINS}
+SOURCES_DIR = "upstream_src"  # <domain>/<file>: the upstream tool sources each tools.json was derived from
 
 
 class FetchReport(BaseModel):
@@ -44,9 +43,11 @@ class FetchReport(BaseModel):
     root: str
     downloaded: list[str]
     already_present: list[str]
+    # tools.json rebuilt from the upstream tool sources.
+    derived: list[str]
+    # tools.json copied from ``derived_from`` because the derivation failed; why, per file, in derive_errors.
     derived_copied: list[str]
-    # Derived files still missing: copy them from the data bundle before running the benchmark.
-    missing_derived: list[str]
+    derive_errors: dict[str, str]
 
 
 def _download(url: str, timeout: float) -> bytes:
@@ -76,6 +77,35 @@ def _is_valid(path: Path, relative: str) -> bool:
     return path.is_file() and sha256_file(path) == SHA256[relative]
 
 
+def _derive(domain: str, root: Path, base: str, timeout: float, report: FetchReport) -> bytes:
+    """``<domain>/tools.json`` rebuilt from the downloaded sources, checked against its pinned checksum."""
+    relative = f"{domain}/tools.json"
+    package_url = f"{base}/src/tau2/domains/{domain}"
+    downloaded: dict[str, bytes] = {}
+
+    def read_source(file: str) -> str:
+        downloaded[file] = _download(f"{package_url}/{file}", timeout)
+        try:
+            return downloaded[file].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TauBenchDataError(f"{package_url}/{file} is not UTF-8 text: {exc}") from exc
+
+    try:
+        data = derive_tools_json(domain, read_source)
+    finally:  # kept even when the derivation fails, to show what it was derived from
+        for file, source in downloaded.items():
+            _write_atomically(root / SOURCES_DIR / domain / file, source)
+            report.downloaded.append(f"{SOURCES_DIR}/{domain}/{file}")
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != SHA256[relative]:
+        raise TauBenchDataError(
+            f"{relative} derived from the upstream sources in {package_url}/ (kept in "
+            f"{root / SOURCES_DIR / domain}) has SHA-256 {actual}, expected {SHA256[relative]}: upstream's tool "
+            "sources changed, or its schema generation does not follow the rules this parser reproduces."
+        )
+    return data
+
+
 def fetch_taubench(
     data_dir: str | os.PathLike[str],
     base_url: str = DEFAULT_BASE_URL,
@@ -85,13 +115,15 @@ def fetch_taubench(
 ) -> FetchReport:
     """Fill ``data_dir/taubench/`` with the pinned files; files already valid are kept.
 
-    ``derived_from`` is a folder laid out like ``taubench/`` holding the two ``tools.json``.
-    A download that does not match its checksum raises :class:`TauBenchDataError` and leaves the
+    ``derived_from`` is a folder laid out like ``taubench/`` holding the two ``tools.json``; it is
+    used only for a ``tools.json`` whose derivation fails. A download or derivation that does not
+    match its checksum (with no valid fallback) raises :class:`TauBenchDataError` and leaves the
     existing file untouched.
     """
     root = Path(data_dir).expanduser().resolve() / SUBDIR
     base = base_url.rstrip("/")
-    report = FetchReport(root=str(root), downloaded=[], already_present=[], derived_copied=[], missing_derived=[])
+    report = FetchReport(root=str(root), downloaded=[], already_present=[], derived=[], derived_copied=[],
+                         derive_errors={})
     for relative, upstream_path in UPSTREAM_PATHS.items():
         target = root / relative
         if _is_valid(target, relative):
@@ -107,17 +139,26 @@ def fetch_taubench(
             )
         _write_atomically(target, data)
         report.downloaded.append(relative)
-    for relative, upstream_path in TOOL_SOURCES.items():
-        _write_atomically(root / relative, _download(f"{base}/{upstream_path}", timeout))
-        report.downloaded.append(relative)
-    for relative in DERIVED_FILES:
+    for domain in DOMAINS:
+        relative = f"{domain}/tools.json"
         target = root / relative
-        source = Path(derived_from) / relative if derived_from is not None else None
         if _is_valid(target, relative):
             report.already_present.append(relative)
-        elif source is not None and _is_valid(source, relative):
-            _write_atomically(target, source.read_bytes())
+            continue
+        try:
+            data = _derive(domain, root, base, timeout, report)
+            report.derived.append(relative)
+        except TauBenchDataError as exc:
+            fallback = Path(derived_from) / relative if derived_from is not None else None
+            if fallback is None or not _is_valid(fallback, relative):
+                found = "" if fallback is None else f" ({fallback} is missing or not the pinned file)"
+                raise TauBenchDataError(
+                    f"Could not derive {relative}: {exc}\nFallback: copy tools.json from a FlowState τ-bench data "
+                    f"bundle with derived_from=FOLDER (`{FETCH_COMMAND} --derived-from FOLDER`), FOLDER "
+                    f"holding {relative}{found}."
+                ) from exc
+            data = fallback.read_bytes()
             report.derived_copied.append(relative)
-        else:
-            report.missing_derived.append(relative)
+            report.derive_errors[relative] = str(exc)
+        _write_atomically(target, data)
     return report

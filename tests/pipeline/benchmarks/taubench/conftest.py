@@ -22,12 +22,10 @@ from flowstate.environment import ToolCall, ToolResult
 from pipeline.benchmarks.taubench import DATA_ENV_VAR, TauBenchDataError, fresh_db, load_tasks, toolkit_for
 from pipeline.benchmarks.taubench.store import EpisodeDB
 from pipeline.benchmarks.taubench.toolkit import ToolKit
-
-DEFAULT_DATA = "/work/shared/benchmarks"
-
+from tests.pipeline.conftest import DATA_DIR
 
 def data_dir() -> Path:
-    return Path(os.environ.get(DATA_ENV_VAR) or DEFAULT_DATA)
+    return Path(os.environ.get(DATA_ENV_VAR) or DATA_DIR)
 
 
 @pytest.fixture(scope="session", autouse=True)
