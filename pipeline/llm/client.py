@@ -1,0 +1,317 @@
+"""One OpenAI-compatible async client for every engine, implementing ``flowstate.chat.Policy``.
+
+Retries live here and only here: transport errors, timeouts, 429 and 5xx are retried with
+exponential backoff and jitter up to ``RetryPolicy.max_attempts``, then
+:class:`ModelUnavailableError`. A prompt longer than the context window raises
+``ContextOverflowError`` at once; other 4xx raise :class:`ModelRequestError`. Which server a call
+goes to is the job of an :class:`Endpoints` (one fixed URL, or a router's sticky replica), so a
+routed client re-routes between attempts when its replica dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import random
+import re
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+import openai
+
+from flowstate.chat import ChatMessage, Completion, ContextOverflowError, TokenUsage
+from pipeline.llm.errors import ModelError, ModelRequestError, ModelUnavailableError
+from pipeline.llm.prefix import PrefixMemory, estimate_cached_tokens, render_prompt
+from pipeline.llm.settings import ClientSettings, Engine, RetryPolicy, SamplingParams
+
+# How vLLM, llama.cpp (C++ server and llama-cpp-python) and OpenAI word a too-long prompt.
+_OVERFLOW = re.compile(
+    r"context[ _]length|maximum context|context window|exceed_context_size|context size"
+    r"|maximum model length|max_model_len|prompt is too (long|big)|too many tokens",
+    re.IGNORECASE,
+)
+_RETRY_STATUS = frozenset({408, 409, 429})
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_REDACTED = "***"
+
+T = TypeVar("T")
+
+
+class Endpoints(Protocol):
+    """Where a client's calls go, and what it tells that place about them."""
+
+    async def acquire(self) -> str:
+        """The base URL (ending in ``/v1``) for the next attempt."""
+        ...
+
+    async def report_failure(self, url: str) -> None:
+        """A connection to ``url`` failed or timed out: let the owner check it and re-route."""
+        ...
+
+    async def shared_prefix(self, url: str, prompt_text: str, completion_text: str) -> int:
+        """Characters this prompt shares with the previous one served by ``url`` (then remember it)."""
+        ...
+
+    async def release(self) -> None:
+        """The conversation is over."""
+        ...
+
+
+# Prompts seen per URL by fixed-endpoint clients of this process (a router keeps its own).
+_LOCAL_PREFIXES = PrefixMemory()
+
+
+class FixedEndpoint:
+    """A single server that nobody routes for (an external endpoint)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+
+    def __repr__(self) -> str:
+        return f"FixedEndpoint({self.base_url!r})"
+
+    async def acquire(self) -> str:
+        return self.base_url
+
+    async def report_failure(self, url: str) -> None:
+        """Nothing to re-route to; the retry loop backs off and tries again."""
+
+    async def shared_prefix(self, url: str, prompt_text: str, completion_text: str) -> int:
+        return _LOCAL_PREFIXES.observe(url, prompt_text, completion_text)
+
+    async def release(self) -> None:
+        """No per-conversation state."""
+
+
+class _PerLoop(Generic[T]):
+    """Objects bound to an event loop (HTTP pools, semaphores), one per loop and key.
+
+    Ray runs each concurrency group of an async actor on its own loop, and asyncio objects must not
+    cross loops, so "per process" in practice means "per process and loop".
+    """
+
+    def __init__(self) -> None:
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, T]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, key: Any, factory: Callable[[], T]) -> T:
+        objects = self._by_loop.setdefault(asyncio.get_running_loop(), {})
+        if key not in objects:
+            objects[key] = factory()
+        return objects[key]
+
+
+_HTTP_CLIENTS: _PerLoop[openai.AsyncOpenAI] = _PerLoop()
+# httpx's connection pool scans every connection for every request: with hundreds in flight
+# that doubled the client's CPU per call here, so calls to one server rotate over a few pools.
+_POOL_SHARDS = 8
+_SHARD = itertools.count()
+_IN_FLIGHT: _PerLoop[asyncio.Semaphore] = _PerLoop()
+
+
+def response_format(engine: Engine, schema: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
+    """``response_format`` in the form each engine enforces (vLLM ignores unknown forms silently)."""
+    if engine == "llamacpp":
+        return {"type": "json_object", "schema": dict(schema)}
+    name = _SCHEMA_NAME.sub("_", str(schema.get("title", "response")))[:64] or "response"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema), "strict": strict}}
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """A 4xx whose error text says the prompt does not fit the context window."""
+    if not isinstance(exc, openai.APIStatusError) or not 400 <= exc.status_code < 500:
+        return False
+    body = exc.body if exc.body is not None else ""
+    return bool(_OVERFLOW.search(f"{exc.message} {json.dumps(body, default=str)}"))
+
+
+def backoff_delay(attempt: int, retry: RetryPolicy, rng: random.Random | None = None) -> float:
+    """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 0)."""
+    base = min(retry.max_backoff_s, retry.initial_backoff_s * 2**attempt)
+    return base * (1.0 - retry.jitter * (rng or random).random())
+
+
+def _retry_after(exc: BaseException, retry: RetryPolicy) -> float:
+    """The server's Retry-After (seconds form), capped at the policy's longest backoff."""
+    response = getattr(exc, "response", None)
+    try:
+        value = float(response.headers.get("retry-after", 0)) if response is not None else 0.0
+    except ValueError:
+        return 0.0
+    return min(max(value, 0.0), retry.max_backoff_s)
+
+
+Outcome = Literal["overflow", "reject", "retry", "reroute"]
+
+
+def classify(exc: BaseException) -> Outcome | None:
+    """What to do about an exception from one attempt; ``None``: not ours, let it propagate."""
+    if isinstance(exc, (TimeoutError, openai.APIConnectionError)):
+        return "reroute"
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code >= 500 or exc.status_code in _RETRY_STATUS:
+            return "retry"  # first: a 429 "too many tokens per minute" is no overflow
+        return "overflow" if is_context_overflow(exc) else "reject"
+    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError)):
+        return "retry"  # a garbled 200: a proxy or a crashing server, worth another try
+    return None
+
+
+def _scrub(exc: BaseException, secret: str | None) -> BaseException:
+    """Remove the API key from an exception's text in place (servers sometimes echo it)."""
+    if secret and secret in str(exc):
+        text = str(exc).replace(secret, _REDACTED)
+        exc.args = (text,)
+        if hasattr(exc, "message"):
+            exc.message = text  # type: ignore[attr-defined]
+    return exc
+
+
+class ChatClient:
+    """``Policy`` over an OpenAI-compatible server (vLLM, llama.cpp, OpenAI, the stub server).
+
+    The API key is read from the environment variable ``api_key_env`` when a connection pool is
+    made; it is never stored on this object, logged, or left in exception texts.
+    """
+
+    def __init__(
+        self,
+        endpoints: Endpoints | str,
+        model: str,
+        *,
+        engine: Engine = "openai",
+        sampling: SamplingParams = SamplingParams(),
+        settings: ClientSettings = ClientSettings(),
+        api_key_env: str | None = None,
+        limit_key: str | None = None,
+        conversation: str | None = None,
+    ) -> None:
+        self.endpoints = FixedEndpoint(endpoints) if isinstance(endpoints, str) else endpoints
+        self.model = model
+        self.engine: Engine = engine
+        self.sampling = sampling
+        self.settings = settings
+        self.api_key_env = api_key_env
+        # Calls sharing a limit_key share one in-flight semaphore (one per deployment).
+        self.limit_key = limit_key or repr(self.endpoints)
+        # Sent as OpenAI's standard ``user`` field: lets a server (or the stub) tell conversations apart.
+        self.conversation = conversation
+
+    def __repr__(self) -> str:
+        return f"ChatClient(model={self.model!r}, engine={self.engine!r}, endpoints={self.endpoints!r})"
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, json_schema: Mapping[str, Any] | None = None
+    ) -> Completion:
+        request = self._request(messages, json_schema)
+        retry = self.settings.retry
+        last: BaseException | None = None
+        for attempt in range(retry.max_attempts):
+            url = await self.endpoints.acquire()
+            try:
+                async with _IN_FLIGHT.get(self.limit_key, self._semaphore):
+                    started = time.perf_counter()
+                    async with asyncio.timeout(self.settings.timeout_s):
+                        response = await self._http(url).chat.completions.create(**request)
+                    latency = time.perf_counter() - started
+            except Exception as exc:  # noqa: BLE001 - sorted by classify(), the rest re-raised
+                outcome = classify(exc)
+                last = self._raise_unless_retryable(exc, outcome)
+                if outcome == "reroute":
+                    await self.endpoints.report_failure(url)
+                if attempt + 1 < retry.max_attempts:
+                    await asyncio.sleep(max(backoff_delay(attempt, retry), _retry_after(exc, retry)))
+                continue
+            return await self._completion(response, url, latency, messages)
+        raise ModelUnavailableError(
+            f"{self.model}: no usable reply after {retry.max_attempts} attempts; last error: "
+            f"{type(last).__name__}: {last}",
+            last,
+        ) from last
+
+    async def aclose(self) -> None:
+        """End the conversation (a router frees its sticky replica)."""
+        await self.endpoints.release()
+
+    # -- internals -----------------------------------------------------------------------
+    def _raise_unless_retryable(self, exc: Exception, outcome: Outcome | None) -> Exception:
+        """Raise at once what must not be retried; return the (scrubbed) cause otherwise."""
+        if outcome is None:
+            raise exc
+        _scrub(exc, self._secret())
+        if outcome == "overflow":
+            raise ContextOverflowError(f"{self.model}: {exc}") from exc
+        if outcome == "reject":
+            raise ModelRequestError(f"{self.model}: request rejected: {exc}", exc) from exc
+        return exc
+
+    def _request(self, messages: Sequence[ChatMessage], json_schema: Mapping[str, Any] | None) -> dict[str, Any]:
+        s = self.sampling
+        sampling = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed}
+        extra_body = dict(s.extra_body)
+        if json_schema is not None:
+            # In extra_body so that the client library sends it verbatim, whatever its types say.
+            extra_body["response_format"] = response_format(
+                self.engine, json_schema, strict=self.settings.strict_json_schema
+            )
+        return {
+            "model": self.model,
+            "messages": [m.model_dump() for m in messages],
+            **({"user": self.conversation} if self.conversation else {}),
+            **{k: v for k, v in sampling.items() if v is not None},
+            "extra_body": extra_body or None,
+        }
+
+    def _secret(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        return asyncio.Semaphore(self.settings.max_in_flight)
+
+    def _http(self, url: str) -> openai.AsyncOpenAI:
+        def make() -> openai.AsyncOpenAI:
+            key = self._secret()
+            if self.api_key_env and not key:
+                raise ModelError(f"environment variable {self.api_key_env} (API key) is not set")
+            return openai.AsyncOpenAI(
+                base_url=url, api_key=key or "EMPTY", max_retries=0, timeout=self.settings.timeout_s
+            )
+
+        return _HTTP_CLIENTS.get((url, self.api_key_env, next(_SHARD) % _POOL_SHARDS), make)
+
+    async def _completion(
+        self, response: Any, url: str, latency: float, messages: Sequence[ChatMessage]
+    ) -> Completion:
+        """A 200 without choices or content is an empty text, for the caller to score as a failure."""
+        choices = getattr(response, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        text = getattr(message, "content", None) or ""
+        usage = _usage(getattr(response, "usage", None))
+        if self.engine == "llamacpp":
+            prompt_text = render_prompt(messages)
+            shared = await self.endpoints.shared_prefix(url, prompt_text, text)
+            usage.cached_tokens_estimate = estimate_cached_tokens(usage.prompt_tokens, shared, len(prompt_text))
+        return Completion(
+            text=text,
+            usage=usage,
+            latency_s=latency,
+            finish_reason=getattr(choices[0], "finish_reason", None) if choices else None,
+            model=getattr(response, "model", None),
+            served_by=url,
+        )
+
+
+def _usage(usage: Any) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    return TokenUsage(
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+        cached_tokens=getattr(details, "cached_tokens", None) if details is not None else None,
+    )

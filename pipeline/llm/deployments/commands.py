@@ -1,0 +1,94 @@
+"""Server command lines and Ray resources, as pure functions (testable without a GPU)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pipeline.llm.deployments.specs import LlamaCppSpec, VllmSpec
+
+# Served with every vLLM replica unless the job's engine_args say otherwise: cached-token figures
+# in usage, usage always present, thinking off (it would eat the token budget of each step).
+VLLM_DEFAULTS: dict[str, Any] = {
+    "enable_prefix_caching": True,
+    "enable_prompt_tokens_details": True,
+    "enable_force_include_usage": True,
+    "default_chat_template_kwargs": {"enable_thinking": False},
+}
+# Where each engine answers "is the process up" without waiting for a running generation:
+# llama-cpp-python's /v1/models takes the model lock, /openapi.json does not.
+LIVENESS_PATH: dict[str, str] = {"vllm": "/health", "llamacpp": "/openapi.json"}
+
+
+def cli_flags(options: Mapping[str, Any], style: Literal["vllm", "llamacpp"]) -> list[str]:
+    """``{"max_model_len": 8192, "enforce_eager": True}`` -> ``--max-model-len 8192 --enforce-eager``.
+
+    vLLM: dashed names, booleans as ``--flag`` / ``--no-flag``. llama_cpp.server: snake_case names
+    with explicit ``true`` / ``false`` values. Mappings and lists are passed as JSON.
+    """
+    flags: list[str] = []
+    for key, value in options.items():
+        name = key.replace("_", "-") if style == "vllm" else key
+        if isinstance(value, bool) and style == "vllm":
+            flags.append(f"--{name}" if value else f"--no-{name}")
+            continue
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, (Mapping, list)):
+            text = json.dumps(value, separators=(",", ":"))
+        else:
+            text = str(value)
+        flags += [f"--{name}", text]
+    return flags
+
+
+def llamacpp_command(spec: LlamaCppSpec, host: str, port: int, python: str = sys.executable) -> list[str]:
+    options: dict[str, Any] = {
+        "model": str(spec.gguf()),
+        "model_alias": spec.served_model(),
+        "host": host,
+        "port": port,
+        "n_threads": spec.n_threads,
+        "n_ctx": spec.n_ctx,
+        "use_mmap": False,  # timings were erratic with mmap on (STACK-NOTES)
+        **spec.server_args,
+    }
+    return [python, "-m", "llama_cpp.server", *cli_flags(options, "llamacpp")]
+
+
+def vllm_command(spec: VllmSpec, host: str, port: int, python: str = sys.executable) -> list[str]:
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "served_model_name": spec.served_model(),
+        "tensor_parallel_size": spec.tensor_parallel_size,
+        **VLLM_DEFAULTS,
+        **spec.engine_args,
+    }
+    if spec.tensor_parallel_size > 1:
+        # Inside a Ray actor that already holds the GPUs; vLLM's Ray backend would ask Ray again.
+        options.setdefault("distributed_executor_backend", "mp")
+    vllm = str(Path(python).with_name("vllm"))  # the CLI of the interpreter's environment
+    return [vllm, "serve", spec.model, *cli_flags(options, "vllm")]
+
+
+def server_command(spec: LlamaCppSpec | VllmSpec, host: str, port: int, python: str = sys.executable) -> list[str]:
+    build = llamacpp_command if isinstance(spec, LlamaCppSpec) else vllm_command
+    return build(spec, host, port, python)
+
+
+def replica_options(spec: LlamaCppSpec | VllmSpec) -> dict[str, Any]:
+    """``ServerReplica.options(...)``: the resources the server uses, replicas spread over nodes.
+
+    A vLLM replica holds ``tensor_parallel_size`` GPUs of one node (one actor lives on one node;
+    Ray sets CUDA_VISIBLE_DEVICES, which the server inherits). No restarts: a dead replica is
+    taken out by the router instead of coming back on another port.
+    """
+    if isinstance(spec, LlamaCppSpec):
+        resources: dict[str, Any] = {"num_cpus": spec.num_cpus if spec.num_cpus is not None else spec.n_threads}
+    else:
+        resources = {"num_cpus": 1, "num_gpus": spec.tensor_parallel_size}
+    return {**resources, "scheduling_strategy": "SPREAD", "max_restarts": 0}

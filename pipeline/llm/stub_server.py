@@ -1,0 +1,232 @@
+"""A stand-in OpenAI-compatible server on 127.0.0.1 for tests and benchmarks.
+
+A real HTTP server (uvicorn with a bare ASGI app, one event loop: no thread per request) speaking
+``/v1/chat/completions`` and ``/v1/models``. Replies come from a pluggable async responder; a
+fixed delay imitates model latency; :meth:`StubServer.inject` makes the next calls fail the way
+real servers do (status codes with engine error texts, garbage bodies, hangs, empty replies).
+Token counts are whitespace words, so tests can predict them.
+
+``python -m pipeline.llm.stub_server --delay 0.2`` runs it in its own process (benchmarks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import uvicorn
+from pydantic import BaseModel, ConfigDict
+
+# messages, whole request body -> reply text (None: a reply whose content is null).
+Responder = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str | None]]
+
+async def echo(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
+    """Default responder: repeats the last message."""
+    return f"echo: {messages[-1]['content']}" if messages else "echo:"
+
+
+class Fault(BaseModel):
+    """How the next ``times`` calls fail (``None``: every call until cleared)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["status", "garbage", "hang", "no_choices"]
+    times: int | None = None
+    status: int = 500
+    message: str = "internal error"
+    retry_after: float | None = None
+
+
+async def _read_body(receive: Any) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _words(text: str | None) -> int:
+    return len(text.split()) if text else 0
+
+
+class StubServer:
+    """Start with ``with StubServer(...) as stub:``; ``stub.url`` ends in ``/v1``."""
+
+    def __init__(
+        self,
+        responder: Responder = echo,
+        *,
+        delay_s: float = 0.0,
+        model: str = "stub-model",
+        cached_tokens: int | None = None,
+        port: int = 0,
+    ) -> None:
+        self.responder = responder
+        self.delay_s = delay_s
+        self.model = model
+        self.cached_tokens = cached_tokens  # reported as usage.prompt_tokens_details when set
+        self.requests: list[dict[str, Any]] = []  # every chat request body received, in order
+        self.authorizations: list[str] = []  # their Authorization headers, in the same order
+        self._fault: Fault | None = None
+        self._fault_left: int | None = None
+        self._ids = itertools.count()
+        # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so; without it,
+        # Nagle + delayed ACK add 40 ms to every keep-alive response.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", port))
+        self._socket.listen(4096)
+        self.port: int = self._socket.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        config = uvicorn.Config(self._app, interface="asgi3", log_level="warning", lifespan="off", access_log=False,
+                                timeout_graceful_shutdown=1, backlog=4096)
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> StubServer:
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
+                                        name=f"stub-server-{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("stub server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._socket.close()
+
+    def __enter__(self) -> StubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until interrupted."""
+        self._server.run(sockets=[self._socket])
+
+    # -- faults --------------------------------------------------------------------------
+    def inject(self, kind: Literal["status", "garbage", "hang", "no_choices"], **options: Any) -> None:
+        """Make the next calls fail; see :class:`Fault` for the options."""
+        self._fault = Fault(kind=kind, **options)
+        self._fault_left = self._fault.times
+
+    def clear(self) -> None:
+        self._fault = None
+
+    def _take_fault(self) -> Fault | None:
+        fault = self._fault
+        if fault is not None and self._fault_left is not None:
+            self._fault_left -= 1
+            if self._fault_left <= 0:
+                self._fault = None
+        return fault
+
+    # -- HTTP ----------------------------------------------------------------------------
+    async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """A bare ASGI app: a framework's routing and request objects would halve the capacity."""
+        path, method = scope["path"], scope["method"]
+        if method == "GET" and path == "/v1/models":
+            status, body, headers = 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}, {}
+        elif method == "POST" and path == "/v1/chat/completions":
+            self.authorizations.append(dict(scope["headers"]).get(b"authorization", b"").decode())
+            status, body, headers = await self._chat(json.loads(await _read_body(receive)))
+        else:
+            status, body, headers = 404, {"error": {"message": f"no route {method} {path}"}}, {}
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+        raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+        raw_headers += [(k.encode(), v.encode()) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    async def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes, dict[str, str]]:
+        self.requests.append(body)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        fault = self._take_fault()
+        if fault is not None:
+            return await self._fail(fault)
+        messages = body.get("messages", [])
+        return 200, self._reply(body, messages, await self.responder(messages, body)), {}
+
+    async def _fail(self, fault: Fault) -> tuple[int, dict[str, Any] | bytes, dict[str, str]]:
+        if fault.kind == "hang":
+            await asyncio.sleep(3600)
+        if fault.kind == "garbage":
+            return 200, b"<html>\x00 upstream exploded", {}
+        if fault.kind == "no_choices":
+            return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": self.model,
+                         "choices": []}, {}
+        headers = {"retry-after": str(fault.retry_after)} if fault.retry_after is not None else {}
+        error = {"message": fault.message, "type": "BadRequestError" if fault.status == 400 else "ServerError",
+                 "param": None, "code": fault.status}
+        return fault.status, {"object": "error", "error": error}, headers
+
+    def _reply(self, body: dict[str, Any], messages: list[dict[str, Any]], text: str | None) -> dict[str, Any]:
+        prompt_tokens = sum(_words(m.get("content")) for m in messages)
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": _words(text),
+                                 "total_tokens": prompt_tokens + _words(text)}
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": min(self.cached_tokens, prompt_tokens)}
+        return {
+            "id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": usage,
+        }
+
+
+class RawConnection:
+    """One keep-alive HTTP/1.1 connection posting JSON: next to no client cost, so load tests
+    and benchmarks measure the server rather than a client library."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str) -> None:
+        self._reader, self._writer, self._host = reader, writer, host
+
+    @classmethod
+    async def open(cls, url: str) -> RawConnection:
+        host, port = url.removeprefix("http://").split("/")[0].split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        return cls(reader, writer, host)
+
+    async def post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        """``path`` from the server root (``/v1/chat/completions``) -> (status, response body)."""
+        data = json.dumps(body).encode()
+        self._writer.write(f"POST {path} HTTP/1.1\r\nhost: {self._host}\r\ncontent-type: application/json\r\n"
+                           f"content-length: {len(data)}\r\n\r\n".encode() + data)
+        head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        length = next(int(line.split(":")[1]) for line in head if line.lower().startswith("content-length:"))
+        return int(head[0].split()[1]), await self._reader.readexactly(length)
+
+    async def close(self) -> None:
+        self._writer.close()
+        await self._writer.wait_closed()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
+    args = parser.parse_args()
+    server = StubServer(delay_s=args.delay, port=args.port)
+    print(json.dumps({"url": server.url}), flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

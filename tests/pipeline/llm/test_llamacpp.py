@@ -1,0 +1,207 @@
+"""A real llama.cpp deployment (SmolLM2-135M) on local Ray: two replicas, routing, failover."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import os
+import re
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import ray
+
+from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Policy
+from pipeline.llm import (
+    ChatClient,
+    LlamaCppSpec,
+    SamplingParams,
+    SchemaNotEnforcedError,
+    make_deployment,
+    verify_schema_enforcement,
+)
+from pipeline.llm.deployments import ReplicatedDeployment
+from tests.pipeline.llm.llamacpp import require_llamacpp
+
+pytestmark = pytest.mark.slow
+
+SPEC = LlamaCppSpec(replicas=2, n_threads=1, num_cpus=1, sampling=SamplingParams(max_tokens=24, seed=0))
+QUESTION = ChatMessage(role="user", content="Name three colours.")
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def wait_gone(pids: list[int], timeout_s: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [p for p in pids if running(p)]
+
+
+def start(spec: LlamaCppSpec = SPEC) -> ReplicatedDeployment:
+    require_llamacpp()
+    deployment = make_deployment(spec)
+    assert isinstance(deployment, ReplicatedDeployment)
+    deployment.start()
+    return deployment
+
+
+@pytest.fixture(scope="module")
+def llamacpp(ray_local: None) -> Iterator[ReplicatedDeployment]:
+    deployment = start()
+    try:
+        yield deployment
+    finally:
+        deployment.stop()
+
+
+async def converse(policy: Policy, turns: int) -> list[Completion]:
+    messages = [QUESTION]
+    completions = []
+    for turn in range(turns):
+        completion = await policy.complete(messages)
+        completions.append(completion)
+        messages += [ChatMessage(role="assistant", content=completion.text),
+                     ChatMessage(role="user", content=f"Now {turn + 2} more, please.")]
+    return completions
+
+
+def test_two_replicas_start_healthy_and_are_described(llamacpp: ReplicatedDeployment) -> None:
+    assert len(set(llamacpp.urls)) == 2
+    for url in llamacpp.urls:
+        models = httpx.get(f"{url}/models", timeout=10).json()
+        assert models["data"][0]["id"] == "SmolLM2-135M-Instruct.Q4_1"
+    described = llamacpp.describe()
+    assert described["engine"] == "llamacpp" and described["replicas"] == 2
+    assert described["engine_version"] == importlib.metadata.version("llama-cpp-python")
+    assert described["model"] == "SmolLM2-135M-Instruct.Q4_1"
+    command = described["command"]
+    assert command[command.index("--use_mmap") + 1] == "false" and command[command.index("--n_ctx") + 1] == "8192"
+    assert all(0 < s < 60 for s in described["startup_s"])
+
+
+def test_a_conversation_gets_real_token_counts_and_an_honest_cache_estimate(llamacpp: ReplicatedDeployment) -> None:
+    policy = llamacpp.policy("tokens")
+    completions = asyncio.run(converse(policy, 3))
+    asyncio.run(policy.aclose())  # type: ignore[attr-defined]
+    prompts = [c.usage.prompt_tokens or 0 for c in completions]
+    assert prompts[0] > 10 and prompts[0] < prompts[1] < prompts[2]
+    assert all((c.usage.completion_tokens or 0) > 0 and c.text for c in completions)
+    assert all(c.usage.cached_tokens is None for c in completions)
+    assert len({c.served_by for c in completions}) == 1
+    # What llama.cpp really reused, from its verbose log, against our estimate.
+    replica = llamacpp.replicas[llamacpp.urls.index(str(completions[0].served_by))]
+    hits = [int(n) for n in re.findall(r"(\d+) prefix-match hit", ray.get(replica.log_tail.remote()))][-2:]
+    estimates = [c.usage.cached_tokens_estimate or 0 for c in completions[1:]]
+    print(f"prefix reused by llama.cpp: {hits}, estimated: {estimates}, prompts: {prompts}")
+    for hit, estimate in zip(hits, estimates, strict=True):
+        assert abs(estimate - hit) <= 0.15 * hit
+
+
+def test_a_prompt_beyond_the_context_window_is_a_context_overflow(llamacpp: ReplicatedDeployment) -> None:
+    policy = llamacpp.policy("overflow")
+    with pytest.raises(ContextOverflowError, match="maximum context length is 8192"):
+        asyncio.run(policy.complete([ChatMessage(role="user", content="word " * 9000)]))
+    asyncio.run(policy.aclose())  # type: ignore[attr-defined]
+
+
+class IgnoresSchema:
+    """A server that drops the schema silently (vLLM with the removed ``guided_json``)."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, json_schema: Mapping[str, Any] | None = None
+    ) -> Completion:
+        return await self.inner.complete(messages)
+
+
+def test_json_schema_is_really_enforced(llamacpp: ReplicatedDeployment) -> None:
+    policy = llamacpp.policy("schema-check")
+    asyncio.run(verify_schema_enforcement(policy))
+    with pytest.raises(SchemaNotEnforcedError):
+        asyncio.run(verify_schema_enforcement(IgnoresSchema(policy)))
+    asyncio.run(policy.aclose())  # type: ignore[attr-defined]
+
+
+async def one_round(policies: list[ChatClient]) -> list[str]:
+    completions = await asyncio.gather(*(p.complete([QUESTION]) for p in policies))
+    return [str(c.served_by) for c in completions]
+
+
+def test_sessions_stick_to_a_replica_and_spread_over_both(llamacpp: ReplicatedDeployment) -> None:
+    policies = [llamacpp.policy(f"episode-{i}") for i in range(4)]
+    first = asyncio.run(one_round(policies))  # type: ignore[arg-type]
+    assert Counter(first) == {url: 2 for url in llamacpp.urls}
+    assert asyncio.run(one_round(policies)) == first  # type: ignore[arg-type]
+    for p in policies:
+        asyncio.run(p.aclose())  # type: ignore[attr-defined]
+
+
+@ray.remote(num_cpus=0)
+def served_by_from_a_worker(deployment: ReplicatedDeployment, session: str) -> str:
+    return str(asyncio.run(deployment.policy(session).complete([QUESTION])).served_by)
+
+
+def test_a_deployment_pickles_to_workers_and_sessions_stick_across_processes(
+    llamacpp: ReplicatedDeployment,
+) -> None:
+    here = asyncio.run(one_round([llamacpp.policy("shared-episode")]))  # type: ignore[list-item]
+    there = ray.get([served_by_from_a_worker.remote(llamacpp, "shared-episode") for _ in range(2)])
+    assert there == here * 2
+    asyncio.run(llamacpp.policy("shared-episode").aclose())  # type: ignore[attr-defined]
+
+
+def test_failover_actor_death_and_stop_leave_nothing_behind(ray_local: None) -> None:
+    deployment = start(SPEC.model_copy(update={"sampling": SamplingParams(max_tokens=8)}))
+    try:
+        described = ray.get([r.describe.remote() for r in deployment.replicas])
+        servers = [d["server_pid"] for d in described]
+        policies = [deployment.policy(f"episode-{i}") for i in range(4)]
+        first = asyncio.run(one_round(policies))  # type: ignore[arg-type]
+        victim, survivor = deployment.urls
+
+        async def kill_mid_round() -> list[str]:
+            pending = asyncio.ensure_future(one_round(policies))  # type: ignore[arg-type]
+            await asyncio.sleep(0.3)
+            os.kill(servers[0], signal.SIGKILL)
+            return await pending
+
+        after = asyncio.run(kill_mid_round())
+        assert victim in first and after == [survivor] * 4
+        assert ray.get(deployment.router.snapshot.remote())["dead"] == [victim]
+        assert asyncio.run(one_round(policies)) == [survivor] * 4  # type: ignore[arg-type]
+
+        # The replica actor dies without cleanup: its supervisor takes the server down.
+        ray.kill(deployment.replicas[1])
+        assert wait_gone([servers[1]]) == []
+    finally:
+        deployment.stop()
+    assert wait_gone(servers) == []
+    assert deployment.replicas == [] and deployment.router is None
+
+
+def test_stop_terminates_servers_and_actors(ray_local: None) -> None:
+    deployment = start(SPEC.model_copy(update={"replicas": 1}))
+    try:
+        replica = deployment.replicas[0]
+        server = ray.get(replica.describe.remote())["server_pid"]
+        assert running(server)
+    finally:
+        deployment.stop()
+    assert wait_gone([server]) == []
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(replica.describe.remote(), timeout=30)
