@@ -42,9 +42,13 @@ def _run(args: argparse.Namespace) -> int:
     from pipeline.launch import run_sweep
     from pipeline.yaml_errors import ConfigError
 
+    from rich.console import Console
+
+    console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
     try:
-        result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run)
-    except (ConfigError, TauBenchDataError) as exc:
+        result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run,
+                           console=console)
+    except (ConfigError, TauBenchDataError, ValueError) as exc:
         raise CliError(str(exc)) from None
     if result is None:
         return 0

@@ -1,0 +1,73 @@
+"""The manifest of a sweep: resolved job, versions, data checksums, and a log of runs."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+from datetime import UTC, datetime
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pipeline.sweep import Sweep
+
+MANIFEST = "manifest.json"
+_PACKAGES = ("flowstate", "ray", "pyarrow", "duckdb", "mlflow", "pydantic", "openai", "llama_cpp_python", "vllm")
+
+
+@cache
+def code_version() -> str:
+    """The git commit of the project (``+dirty`` with local changes), else the package version."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return f"flowstate-{package_versions().get('flowstate', 'unknown')}"
+
+
+@cache
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def read_manifest(sweep_dir: Path) -> dict[str, Any] | None:
+    path = sweep_dir / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments: dict[str, Any] | None = None,
+                   run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Create or update the manifest; earlier runs of the same sweep are kept in ``runs``."""
+    previous = read_manifest(sweep_dir) or {}
+    manifest = {
+        "sweep_id": sweep.sweep_id,
+        "job_name": sweep.job.name,
+        "job_file": str(job_path),
+        "job": sweep.job.model_dump(mode="json"),
+        "created_at": previous.get("created_at", datetime.now(UTC).isoformat()),
+        "code_version": code_version(),
+        "versions": package_versions(),
+        "data_checksums": sweep.data_checksums,
+        "cells": [{"cell_id": c.cell_id, "label": c.label} for c in sweep.cells],
+        "episodes": len(sweep.episodes),
+        "deployments": deployments or previous.get("deployments", {}),
+        "mlflow_run_id": previous.get("mlflow_run_id"),
+        "runs": previous.get("runs", []) + ([run] if run else []),
+    }
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    tmp = sweep_dir / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, default=str))
+    tmp.replace(sweep_dir / MANIFEST)
+    return manifest

@@ -1,0 +1,206 @@
+"""The driver of a sweep: expand, resume, start models, dispatch episodes to actors, report.
+
+Episodes run in Ray actors (local ``ray.init()`` by default, a cluster through ``address``).
+The driver keeps at most ``execution.concurrency`` episodes in flight, retries an episode whose
+actor died or whose model calls kept failing (up to ``execution.episode_attempts``), then records
+it as failed and goes on. Ctrl-C stops dispatching, cancels what is running and keeps everything
+finished: a later run of the same job resumes from the episodes table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError, RayError, RayTaskError
+
+from pipeline.actors import EpisodeActor, EpisodeSummary
+from flowstate import ProtocolMode
+from pipeline.config import JobConfig
+from pipeline.llm import verify_schema_enforcement
+from pipeline.llm.deployments import Deployment, ScriptedSpec, make_deployment
+from pipeline.manifest import code_version
+from pipeline.models import aclose_policy
+from pipeline.store.rows import failure_rows
+from pipeline.store.writer import write_episode
+from pipeline.sweep import EpisodeSpec, Sweep
+
+POLL_S = 0.5
+
+
+@dataclass
+class Progress:
+    """Counters the progress display reads; updated by the dispatch loop only."""
+
+    total: int
+    skipped: int
+    completed: int = 0
+    failed: int = 0
+    grading_failed: int = 0
+    retried: int = 0
+    running: int = 0
+    agent_tokens: int = 0
+    total_tokens: int = 0
+    model_calls: int = 0
+    started: float = field(default_factory=time.monotonic)
+    rewards: list[float] = field(default_factory=list)
+
+    @property
+    def finished(self) -> int:
+        return self.completed + self.failed + self.grading_failed
+
+    @property
+    def todo(self) -> int:
+        return self.total - self.skipped
+
+    def eta_s(self) -> float | None:
+        if not self.finished:
+            return None
+        rate = self.finished / max(time.monotonic() - self.started, 1e-9)
+        return (self.todo - self.finished) / rate
+
+    def add(self, summary: EpisodeSummary) -> None:
+        if summary.status == "completed":
+            self.completed += 1
+        else:
+            self.grading_failed += 1
+        if summary.reward is not None:
+            self.rewards.append(summary.reward)
+        self.agent_tokens += summary.agent_tokens
+        self.total_tokens += summary.total_tokens
+        self.model_calls += summary.model_calls
+
+
+def actor_count(job: JobConfig, pending: int) -> int:
+    if job.execution.actors:
+        return job.execution.actors
+    cpus = int(ray.available_resources().get("CPU", 1)) or 1
+    return max(1, min(cpus, math.ceil(min(job.execution.concurrency, pending) / 8)))
+
+
+def start_deployments(job: JobConfig) -> dict[str, Deployment]:
+    """Start every deployment the job names (once per sweep); stop the started ones on failure."""
+    started: dict[str, Deployment] = {}
+    try:
+        for name, spec in job.deployments.items():
+            deployment = make_deployment(spec)
+            deployment.start()
+            started[name] = deployment
+    except BaseException:
+        stop_deployments(started)
+        raise
+    return started
+
+
+def check_schema_enforcement(job: JobConfig, deployments: Mapping[str, Deployment]) -> None:
+    """For cells on the JSON protocol, check once that the agent's server really enforces a
+    schema (vLLM silently ignores its removed guided_json parameter, for one)."""
+    names = {agent.deployment for agent in job.agents}
+    if not any(m.protocol is ProtocolMode.JSON for m in job.methods):
+        return
+    for name in sorted(names):
+        deployment = deployments[name]
+        if isinstance(deployment.spec, ScriptedSpec) or not deployment.spec.check_schema_enforcement:
+            continue
+        asyncio.run(_verify(deployment))
+
+
+async def _verify(deployment: Deployment) -> None:
+    policy = deployment.policy("schema-check", "agent")
+    try:
+        await verify_schema_enforcement(policy)
+    finally:
+        await aclose_policy(policy)
+
+
+def stop_deployments(deployments: Mapping[str, Deployment]) -> None:
+    for deployment in deployments.values():
+        deployment.stop()
+
+
+class Dispatcher:
+    """Keeps the actor pool busy, retries failures, records final failures."""
+
+    def __init__(self, sweep: Sweep, sweep_dir: Path, deployments: Mapping[str, Deployment],
+                 progress: Progress, on_update: Callable[[Progress], None]) -> None:
+        self.sweep = sweep
+        self.job = sweep.job
+        self.sweep_dir = sweep_dir
+        self.deployments = dict(deployments)
+        self.progress = progress
+        self.on_update = on_update
+        self.version = code_version()
+        self.actors: list[Any] = []
+        self.slots: dict[int, int] = {}
+        # ObjectRef -> (actor index, episode, attempt, dispatch time)
+        self.in_flight: dict[Any, tuple[int, EpisodeSpec, int, float]] = {}
+
+    def _new_actor(self) -> Any:
+        return EpisodeActor.options(max_concurrency=self._per_actor + 1).remote(
+            self.job, str(self.sweep_dir), self.deployments, self.version)
+
+    def run(self, todo: list[EpisodeSpec]) -> None:
+        n = actor_count(self.job, len(todo))
+        self._per_actor = max(1, math.ceil(self.job.execution.concurrency / n))
+        self.actors = [self._new_actor() for _ in range(n)]
+        self.slots = {i: 0 for i in range(n)}
+        queue: list[tuple[EpisodeSpec, int]] = [(spec, 1) for spec in todo]
+        try:
+            while queue or self.in_flight:
+                while queue and len(self.in_flight) < self.job.execution.concurrency:
+                    spec, attempt = queue.pop(0)
+                    self._submit(spec, attempt)
+                self._collect(queue)
+                self.progress.running = len(self.in_flight)
+                self.on_update(self.progress)
+        except KeyboardInterrupt:
+            for ref in list(self.in_flight):
+                ray.cancel(ref, force=False)
+            raise
+        finally:
+            for actor in self.actors:
+                ray.kill(actor, no_restart=True)
+
+    def _submit(self, spec: EpisodeSpec, attempt: int) -> None:
+        index = min(self.slots, key=self.slots.__getitem__)
+        ref = self.actors[index].run.remote(spec, attempt)
+        self.slots[index] += 1
+        self.in_flight[ref] = (index, spec, attempt, time.monotonic())
+
+    def _collect(self, queue: list[tuple[EpisodeSpec, int]]) -> None:
+        ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=POLL_S)
+        for ref in ready:
+            index, spec, attempt, _ = self.in_flight.pop(ref)
+            self.slots[index] -= 1
+            try:
+                self.progress.add(ray.get(ref))
+            except RayError as exc:  # the actor died, the episode raised, or it was cancelled
+                if isinstance(exc, RayActorError):
+                    self._replace_actor(index)
+                self._failed(spec, attempt, exc, queue)
+
+    def _replace_actor(self, index: int) -> None:
+        """The actor died: its other episodes fail too and are retried; start a fresh one."""
+        self.actors[index] = self._new_actor()
+
+    def _failed(self, spec: EpisodeSpec, attempt: int, exc: Exception, queue: list[tuple[EpisodeSpec, int]]) -> None:
+        if attempt < self.job.execution.episode_attempts:
+            self.progress.retried += 1
+            queue.append((spec, attempt + 1))
+            return
+        rows = failure_rows(spec, error=_describe(exc), attempts=attempt, code_version=self.version)
+        write_episode(self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
+        self.progress.failed += 1
+
+
+def _describe(exc: Exception) -> str:
+    """One readable line for the episodes table: the root cause, not Ray's wrapper traceback."""
+    cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[-1] if text else ''}"[:2000]

@@ -1,0 +1,111 @@
+"""``flowstate show EPISODE_ID``: one episode, readably — requests, steps, state, tools, messages, tokens."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline.store.reader import sql_glob
+
+
+class EpisodeNotFound(LookupError):
+    pass
+
+
+def _rows(con: duckdb.DuckDBPyConnection, globs: list[str], where: str, params: list[Any], order: str) -> list[dict]:
+    if not globs:
+        return []
+    cursor = con.execute(
+        f"SELECT * FROM read_parquet(?, union_by_name = true, hive_partitioning = false) WHERE {where} ORDER BY {order}",
+        [globs, *params],
+    )
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def load_episode(runs: Path, episode_id: str) -> dict[str, list[dict]]:
+    """The episode's rows of every table; ``episode_id`` may be a unique prefix."""
+    with duckdb.connect() as con:
+        episodes = _rows(con, sql_glob(runs, "episodes"), "starts_with(episode_id, ?)", [episode_id], "episode_id")
+        ids = sorted({e["episode_id"] for e in episodes})
+        if not ids:
+            raise EpisodeNotFound(f"no episode {episode_id!r} under {runs}")
+        if len(ids) > 1:
+            raise EpisodeNotFound(f"{episode_id!r} matches {len(ids)} episodes: {', '.join(ids[:5])}…; give more characters")
+        full = ids[0]
+        return {
+            "episodes": [e for e in episodes if e["episode_id"] == full],
+            "steps": _rows(con, sql_glob(runs, "steps"), "episode_id = ?", [full], "request, step"),
+            "transcript": _rows(con, sql_glob(runs, "transcript"), "episode_id = ?", [full], "seq"),
+            "messages": _rows(con, sql_glob(runs, "messages"), "episode_id = ?", [full], "seq"),
+        }
+
+
+def _clip(text: Any, limit: int = 160) -> str:
+    text = "" if text is None else str(text).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render(data: dict[str, list[dict]]) -> Iterator[str]:
+    ep = data["episodes"][0]
+    yield f"episode {ep['episode_id']}  sweep {ep['sweep_id']}"
+    yield f"  cell {ep['cell']}  task {ep['task_id']}  trial {ep['trial']}  seed {ep['seed']}"
+    if ep["status"] == "failed":
+        yield f"  FAILED after {ep['attempts']} attempt(s): {ep['error']}"
+        return
+    yield (f"  status {ep['status']} · termination {ep['termination']} · reward {ep['reward']} ({ep['reward_basis']}; "
+           f"DB {ep['db']}, COMMUNICATE {ep['communicate']}, NL {ep['nl_assertion']}, ACTION {ep['action']})")
+    yield (f"  {ep['n_requests']} requests · {ep['n_steps']} steps · {ep['n_parse_error_steps']} steps with parse errors · "
+           f"{ep['n_tool_errors']} tool errors · {ep['duration_s']:.2f} s")
+    yield (f"  tokens: agent {ep['agent_prompt_tokens']} prompt + {ep['agent_completion_tokens']} completion "
+           f"(cached {ep['agent_cached_tokens']}, estimated cached {ep['agent_cached_tokens_estimate']}); "
+           f"user {ep['user_prompt_tokens']} + {ep['user_completion_tokens']}; judge {ep['judge_prompt_tokens']} + {ep['judge_completion_tokens']}")
+    request = None
+    for s in data["steps"]:
+        if s["request"] != request:
+            request = s["request"]
+            yield ""
+            yield f"request {request}: {_clip(s['query'])}"
+        yield from _step_lines(s)
+    yield ""
+    yield "conversation:"
+    for m in data["transcript"]:
+        if m["role"] == "tool":
+            yield f"  tool{' (error)' if m['error'] else ''}: {_clip(m['content'])}"
+        elif m["tool_calls_json"]:
+            calls = json.loads(m["tool_calls_json"])
+            yield "  assistant calls: " + "; ".join(f"{c['name']}({_clip(json.dumps(c['arguments']), 80)})" for c in calls)
+        else:
+            yield f"  {m['role']}: {_clip(m['content'], 400)}"
+    if ep.get("repository_json"):
+        nodes = json.loads(ep["repository_json"])["nodes"]
+        tool = sum(n["origin"] == "tool" for n in nodes)
+        yield ""
+        yield f"final repository: {len(nodes)} nodes ({len(nodes) - tool} model, {tool} persisted observations)"
+        for n in nodes:
+            yield f"  [{n['source_request']}] {n['state_id']} ({n['type']}, {n['origin']}): {_clip(n['summary'], 100)}"
+
+
+def _step_lines(s: dict) -> Iterator[str]:
+    yield (f"  step {s['step']}: {s['prompt_tokens']} prompt / {s['completion_tokens']} completion tokens, "
+           f"{s['latency_s']:.2f} s, active state {s['active_nodes']} nodes")
+    for op in s["accepted_ops"] or []:
+        yield f"    + {op['operation']} {op['state_id']}"
+    for op in s["rejected_ops"] or []:
+        yield f"    ✗ {op['operation']} {op['state_id']}: {op['reason']} — {_clip(op['detail'], 100)}"
+    if s["focus_requested"]:
+        yield f"    focus {s['focus_requested']} -> disclosed {s['disclosed']}"
+    for r in s["focus_rejected"] or []:
+        yield f"    ✗ focus {r['state_id']}: {r['reason']}"
+    for call in s["tool_calls"] or []:
+        yield f"    tool {call['name']}({_clip(call['arguments_json'], 100)})"
+    if s["observation_id"]:
+        yield f"    -> {s['observation_id']} ({s['observation_chars']} chars, {s['tool_errors']} errors)"
+    if s["assistant_message"]:
+        yield f"    message: {_clip(s['assistant_message'], 300)}"
+    for error in s["parse_errors"] or []:
+        yield f"    parse error: {_clip(error, 200)}"

@@ -1,0 +1,57 @@
+"""Per-episode Parquet files, written so that a crash never leaves a half file visible.
+
+Layout: ``<sweep_dir>/<table>/cell=<cell_id>/<episode_id>.parquet`` (hive-style). Each file is
+written under a hidden temporary name in the same folder, then renamed into place; readers glob
+``*.parquet`` and never see the temporary. The episodes file is written last: its row is what
+marks an episode as done, so an episode killed half-way is simply run again (and its other files
+overwritten, not duplicated).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.store.schema import SCHEMAS
+
+# Order matters: "episodes" last (see module docstring).
+WRITE_ORDER = ("steps", "transcript", "messages", "episodes")
+
+
+def table_dir(sweep_dir: Path, table: str) -> Path:
+    return sweep_dir / table
+
+
+def episode_file(sweep_dir: Path, table: str, cell_id: str, episode_id: str) -> Path:
+    return table_dir(sweep_dir, table) / f"cell={cell_id}" / f"{episode_id}.parquet"
+
+
+def write_parquet_atomic(path: Path, table: pa.Table) -> None:
+    """Write ``table`` to ``path`` via a hidden temporary file and an atomic rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[str, Sequence[dict[str, Any]]]) -> None:
+    """Write one episode's rows of every table (a table may have no rows, e.g. a failed episode)."""
+    unknown = set(rows) - set(SCHEMAS)
+    if unknown:
+        raise ValueError(f"unknown tables {sorted(unknown)}")
+    for name in WRITE_ORDER:
+        table_rows = rows.get(name, ())
+        path = episode_file(sweep_dir, name, cell_id, episode_id)
+        if not table_rows:
+            path.unlink(missing_ok=True)  # a retried episode may have left rows from an earlier attempt
+            continue
+        write_parquet_atomic(path, pa.Table.from_pylist(list(table_rows), schema=SCHEMAS[name]))

@@ -1,0 +1,95 @@
+"""Load YAML keeping line numbers, so validation errors can say where in the file they are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+
+class ConfigError(ValueError):
+    """A job file that cannot be used; the message names the file, line, key and expectation."""
+
+
+def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    """Parse ``path``; returns the data and the node tree (for line lookups)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: not valid YAML: {problem}") from None
+    return data, node
+
+
+def validate(model: type[BaseModel], data: Any, path: Path, node: yaml.Node | None) -> BaseModel:
+    """``model.model_validate(data)`` with errors rewritten as ``file:line: key: problem``."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        lines = [_describe(err, data, path, node) for err in exc.errors()]
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _data_loc(data: Any, loc: tuple[Any, ...]) -> list[Any]:
+    """``loc`` without the parts pydantic adds for unions (the matched member or tag), by
+    following the actual data: a string that is not a key at that point is such a part."""
+    clean: list[Any] = []
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(data, dict):
+            if part in data or last:
+                clean.append(part)
+                data = data.get(part)
+            continue
+        if isinstance(data, list) and isinstance(part, int) and part < len(data):
+            clean.append(part)
+            data = data[part]
+            continue
+        if not _is_union_tag(part) and not isinstance(data, (dict, list)) and last:
+            clean.append(part)
+    return clean
+
+
+def _describe(err: Any, data: Any, path: Path, node: yaml.Node | None) -> str:
+    loc = _data_loc(data, err["loc"])
+    key = ".".join(str(p) for p in loc) or "(top level)"
+    line = _line_of(node, loc)
+    where = f"{path}:{line}" if line else str(path)
+    if err["type"] == "extra_forbidden":
+        return f"{where}: unknown key '{key}'"
+    if err["type"] == "missing":
+        return f"{where}: missing key '{key}'"
+    return f"{where}: {key}: {err['msg']} (got {err.get('input')!r})"
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic puts the matched union member (e.g. "llamacpp" or "function-after[...]") in the path.
+    return isinstance(part, str) and ("[" in part or part.startswith("function-"))
+
+
+def _line_of(node: yaml.Node | None, loc: list[Any]) -> int | None:
+    """The line of the deepest node on ``loc`` that exists in the file (1-based)."""
+    best = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if k.value == str(part)), None)
+            key_node = next((k for k, v in node.value if k.value == str(part)), None)
+            if match is None:
+                return best
+            best = (key_node or match).start_mark.line + 1
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            best = node.start_mark.line + 1
+        else:
+            return best
+    return best

@@ -1,0 +1,168 @@
+"""Sweeps end to end on a real local Ray: in-process and over HTTP, resume, crashes, bad inputs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from pipeline.config import load_job
+from pipeline.fixtures.oracle_server import OracleResponder
+from pipeline.launch import run_sweep
+from pipeline.llm.stub_server import StubServer
+from pipeline.sweep import expand
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def write_job(tmp_path: Path, *, agent_deployment: dict, name: str = "e2e", tasks: int = 4,
+              methods: list | None = None, execution: dict | None = None) -> Path:
+    job = {
+        "name": name,
+        "benchmarks": [{"domain": "airline", "limit": tasks, "reward_basis": "classic"},
+                       {"domain": "retail", "limit": tasks, "reward_basis": "classic"}],
+        "methods": methods or [{"name": "flowstate"}, {"name": "full_context", "protocol": "json"}],
+        "agents": [{"deployment": "agent"}],
+        "user_simulator": "scripted",
+        "judge": "none",
+        "deployments": {"agent": agent_deployment},
+        "execution": execution or {"concurrency": 8},
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def table(sweep_dir: Path, name: str, select: str = "*", group_by: str = "") -> list[tuple]:
+    glob = str(sweep_dir / name / "**" / "*.parquet")
+    query = f"SELECT {select} FROM read_parquet('{glob}', union_by_name = true, hive_partitioning = false)"
+    return duckdb.sql(query + (f" GROUP BY {group_by}" if group_by else "")).fetchall()
+
+
+def assert_all_passed(sweep_dir: Path, episodes: int) -> None:
+    rows = table(sweep_dir, "episodes", "episode_id, status, reward, termination")
+    assert len(rows) == episodes == len({r[0] for r in rows})
+    assert {(r[1], r[2], r[3]) for r in rows} == {("completed", 1.0, "user_stop")}
+    assert not list(sweep_dir.rglob("*.tmp"))
+
+
+def test_oracle_sweep_in_process(ray_local, tmp_path):
+    job = write_job(tmp_path, agent_deployment={"kind": "scripted", "name": "oracle"})
+    result = run_sweep(job, out=tmp_path / "runs")
+    assert (result.completed, result.failed, result.skipped) == (16, 0, 0)
+    assert_all_passed(result.sweep_dir, 16)
+    disclosed = dict(table(result.sweep_dir, "steps", "method, sum(len(disclosed))", "method"))
+    assert disclosed["flowstate"] > 0 and disclosed["full_context-json"] == 0  # PSA only where it exists
+    assert table(result.sweep_dir, "transcript", "count(*)")[0][0] > 16 * 4
+    # Run again: everything is found, nothing runs, nothing is duplicated.
+    again = run_sweep(job, out=tmp_path / "runs")
+    assert (again.skipped, again.completed) == (16, 0)
+    assert_all_passed(result.sweep_dir, 16)
+
+
+def test_oracle_sweep_through_a_real_http_server(ray_local, tmp_path):
+    # Episode ids depend on the model's identity (engine and name), not on the server's URL.
+    probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1",
+                                                  "model": "oracle-over-http"})
+    episodes = expand(load_job(probe)).by_id
+    with StubServer(OracleResponder(episodes), model="oracle-over-http") as stub:
+        job = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": stub.url, "model": "oracle-over-http",
+                                                    "check_schema_enforcement": False})
+        result = run_sweep(job, out=tmp_path / "runs")
+        assert len(stub.requests) == table(result.sweep_dir, "steps", "count(*)")[0][0]
+        assert {r["user"].split("/")[1] for r in stub.requests} == {"agent"}
+    assert result.completed == 16
+    assert_all_passed(result.sweep_dir, 16)
+    # The stub reports token counts (whitespace words), so every agent call has them.
+    assert table(result.sweep_dir, "steps", "count(*) FILTER (WHERE prompt_tokens IS NULL)")[0][0] == 0
+
+
+def test_a_killed_actor_is_replaced_and_its_episodes_retried(ray_local, tmp_path):
+    job = write_job(tmp_path, agent_deployment={"kind": "scripted", "name": "crash-once"}, name="crash", tasks=2,
+                    execution={"concurrency": 2, "actors": 1})
+    markers = [Path(tempfile.gettempdir()) / f"flowstate-crash-once-{e}" for e in expand(load_job(job)).by_id]
+    for marker in markers:
+        marker.unlink(missing_ok=True)
+    try:
+        result = run_sweep(job, out=tmp_path / "runs")
+    finally:
+        for marker in markers:
+            marker.unlink(missing_ok=True)
+    assert (result.completed, result.failed) == (8, 0)
+    attempts = [r[0] for r in table(result.sweep_dir, "episodes", "attempts")]
+    assert all(a >= 2 for a in attempts)
+    assert_all_passed(result.sweep_dir, 8)
+
+
+def test_an_unreachable_endpoint_fails_before_anything_runs(ray_local, tmp_path):
+    from pipeline.llm import DeploymentStartError
+
+    job = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+                                                "startup_timeout_s": 1})
+    with pytest.raises(DeploymentStartError):
+        run_sweep(job, out=tmp_path / "runs")
+
+
+def test_a_server_returning_500s_records_failed_episodes_and_the_sweep_goes_on(ray_local, tmp_path):
+    probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m"})
+    episodes = expand(load_job(probe)).by_id
+    with StubServer(OracleResponder(episodes)) as stub:
+        deployment = {"kind": "endpoint", "base_url": stub.url, "model": "m", "check_schema_enforcement": False,
+                      "client": {"retry": {"max_attempts": 2, "initial_backoff_s": 0.01}}}
+        job = write_job(tmp_path, agent_deployment=deployment, tasks=1,
+                        execution={"concurrency": 4, "episode_attempts": 2})
+        stub.inject("status", status=500)  # every call, until cleared
+        result = run_sweep(job, out=tmp_path / "runs")
+    assert (result.completed, result.failed) == (0, 4)
+    rows = table(result.sweep_dir, "episodes", "status, termination, attempts, error")
+    assert {(r[0], r[1], r[2]) for r in rows} == {("failed", "infrastructure_error", 2)}
+    assert all("ModelUnavailableError" in r[3] for r in rows)
+
+
+def test_a_server_returning_garbage_is_the_models_failure_not_the_pipelines(ray_local, tmp_path):
+    async def babble(messages, body):
+        return "I am not following any protocol at all."
+
+    with StubServer(babble) as stub:
+        job = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": stub.url, "model": "m",
+                                                    "check_schema_enforcement": False}, tasks=1)
+        result = run_sweep(job, out=tmp_path / "runs")
+    assert (result.completed, result.failed) == (4, 0)
+    rows = table(result.sweep_dir, "episodes", "reward, termination, n_parse_error_steps, n_steps")
+    assert {(r[0], r[1]) for r in rows} == {(0.0, "max_steps")}
+    assert all(r[2] == r[3] > 0 for r in rows)
+
+
+def test_killing_the_driver_then_running_again_resumes_without_duplicates(ray_local, tmp_path):
+    probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m"})
+    episodes = expand(load_job(probe)).by_id
+    with StubServer(OracleResponder(episodes), delay_s=0.2) as stub:
+        job = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": stub.url, "model": "m",
+                                                    "check_schema_enforcement": False},
+                        execution={"concurrency": 2})
+        sweep_dir = tmp_path / "runs" / expand(load_job(job)).sweep_id
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", str(job), "--out", str(tmp_path / "runs")],
+                                  cwd=REPO_ROOT, env=env, start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len(list(sweep_dir.glob("episodes/**/*.parquet"))) < 3:
+            time.sleep(0.2)
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+        done_before = {r[0] for r in table(sweep_dir, "episodes", "episode_id")}
+        assert 3 <= len(done_before) < 16
+        result = run_sweep(job, out=tmp_path / "runs")
+    assert result.skipped == len(done_before) and result.completed == 16 - len(done_before)
+    assert_all_passed(sweep_dir, 16)
+    steps = table(sweep_dir, "steps", "episode_id, request, step")
+    assert len(steps) == len(set(steps))  # no step row twice

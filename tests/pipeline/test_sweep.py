@@ -1,0 +1,89 @@
+"""Sweep expansion and deterministic ids."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pipeline.benchmarks import catalog
+from pipeline.config import JobConfig
+from pipeline.sweep import expand, trial_seeds
+
+
+def job(**overrides) -> JobConfig:
+    data = {
+        "name": "t",
+        "benchmarks": [{"domain": "airline", "tasks": ["0", "1", "2"], "reward_basis": "classic"},
+                       {"domain": "retail", "limit": 2, "reward_basis": "classic"}],
+        "methods": [{"name": "flowstate"}, {"name": "full_context"}],
+        "agents": [{"deployment": "oracle"}],
+        "user_simulator": "scripted", "judge": "none",
+        "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}},
+        "trials": 2,
+    }
+    data.update(overrides)
+    return JobConfig.model_validate(data)
+
+
+def test_cells_and_episodes_are_the_full_product():
+    sweep = expand(job())
+    assert [c.label for c in sweep.cells] == [
+        "taubench.airline.flowstate.oracle", "taubench.airline.full_context.oracle",
+        "taubench.retail.flowstate.oracle", "taubench.retail.full_context.oracle"]
+    assert len(sweep.episodes) == (3 + 2) * 2 * 2
+    assert len({e.episode_id for e in sweep.episodes}) == len(sweep.episodes)
+    assert [e.task_id for e in sweep.episodes if e.cell.label.startswith("taubench.retail")][:4] == ["0", "0", "1", "1"]
+
+
+def test_trial_seeds_follow_upstream():
+    rng = random.Random(300)
+    assert trial_seeds(300, 3) == [rng.randint(0, 1_000_000) for _ in range(3)]
+    assert {e.seed for e in expand(job()).episodes} == set(trial_seeds(300, 2))
+
+
+def test_ids_are_stable_and_ignore_execution_settings():
+    a, b = expand(job()), expand(job(execution={"concurrency": 3}, output_dir="elsewhere", description="x"))
+    assert a.sweep_id == b.sweep_id and [e.episode_id for e in a.episodes] == [e.episode_id for e in b.episodes]
+    assert a.sweep_id.startswith("t-")
+
+
+@pytest.mark.parametrize("change", [
+    {"agents": [{"deployment": "oracle", "sampling": {"temperature": 0.7}}]},
+    {"seed": 1},
+    {"limits": {"max_steps_per_request": 5}},
+])
+def test_what_defines_results_changes_the_ids(change):
+    base, changed = expand(job()), expand(job(**change))
+    assert base.sweep_id != changed.sweep_id
+    assert not {e.episode_id for e in base.episodes} & {e.episode_id for e in changed.episodes}
+
+
+def test_a_method_option_changes_only_that_methods_episodes():
+    base = expand(job())
+    changed = expand(job(methods=[{"name": "flowstate", "rejection_feedback": True}, {"name": "full_context"}]))
+    ids = lambda sweep, method: {e.episode_id for e in sweep.episodes if e.cell.method.name.value == method}  # noqa: E731
+    assert not ids(base, "flowstate") & ids(changed, "flowstate")
+    assert ids(base, "full_context") == ids(changed, "full_context")
+
+
+def test_adding_a_method_keeps_the_ids_of_existing_cells():
+    base = expand(job(methods=[{"name": "flowstate"}]))
+    more = expand(job())
+    assert {e.episode_id for e in base.episodes} <= {e.episode_id for e in more.episodes}
+
+
+def test_data_checksums_are_part_of_episode_ids(monkeypatch):
+    before = expand(job())
+    real = catalog.data_checksums
+    monkeypatch.setattr(catalog, "data_checksums", lambda cell: {
+        **real(cell), **({"taubench/airline/db.json": "0" * 64} if cell.domain == "airline" else {})})
+    after = expand(job())
+    assert before.sweep_id == after.sweep_id  # the job did not change ...
+    changed = {e.episode_id for e in before.episodes} ^ {e.episode_id for e in after.episodes}
+    assert len(changed) == 2 * 3 * 2 * 2  # ... but every airline episode reads different data
+
+
+def test_unknown_task_ids_are_an_error():
+    with pytest.raises(ValueError, match=r"no tasks \['999'\]"):
+        expand(job(benchmarks=[{"domain": "airline", "tasks": ["999"], "reward_basis": "classic"}]))
