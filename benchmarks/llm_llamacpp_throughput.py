@@ -17,7 +17,7 @@ import time
 import ray
 
 from flowstate.chat import ChatMessage
-from llm_machine import machine
+from machine import machine
 from pipeline.llm import ChatClient, LlamaCppSpec, SamplingParams, make_deployment
 from pipeline.llm.deployments import ReplicatedDeployment
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from flowstate.chat import ChatMessage
-from llm_machine import machine
+from machine import machine
 from pipeline.llm import ChatClient, ClientSettings
 from pipeline.llm.stub_server import RawConnection
 

@@ -110,6 +110,8 @@ class EpisodeRunner:
             cached_tokens_estimate=usage.cached_tokens_estimate,
             latency_s=completion.latency_s,
             finish_reason=completion.finish_reason,
+            served_model=completion.model,
+            served_by=completion.served_by,
             prompt_chars=sum(len(m.content) for m in messages),
             active_nodes=stats.active_nodes,
             active_state_tokens=self.count_tokens(stats.active_state_text),

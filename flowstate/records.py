@@ -51,6 +51,9 @@ class StepRecord(BaseModel):
     cached_tokens_estimate: int | None = None
     latency_s: float = 0.0
     finish_reason: str | None = None
+    # Which model and server answered (for per-deployment latency and cache analysis).
+    served_model: str | None = None
+    served_by: str | None = None
     prompt_chars: int = 0
     # What the model saw.
     active_nodes: int = 0

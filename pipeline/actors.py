@@ -13,6 +13,7 @@ from pathlib import Path
 import ray
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.benchmarks import taubench
 from pipeline.config import JobConfig
 from pipeline.episodes import run_taubench_episode
 from pipeline.llm.deployments import Deployment
@@ -38,6 +39,17 @@ class EpisodeSummary(BaseModel):
     duration_s: float
 
 
+def preload(job: JobConfig) -> None:
+    """Load and verify every domain's data now: data errors show at start-up, and the first
+    episode of each domain does not pay for parsing the database."""
+    for bench in job.benchmarks:
+        taubench.initial_db(bench.domain)
+        taubench.load_tasks(bench.domain)
+        taubench.tool_schemas(bench.domain)
+        taubench.policy(bench.domain)
+    taubench.simulation_guidelines()
+
+
 class EpisodeRunner:
     """Runs and stores episodes in this process (the actor's body; usable without Ray in tests)."""
 
@@ -46,6 +58,7 @@ class EpisodeRunner:
         self.sweep_dir = Path(sweep_dir)
         self.models = EpisodeModels(job, deployments)
         self.code_version = code_version
+        preload(job)
 
     async def run(self, spec: EpisodeSpec, attempt: int) -> EpisodeSummary:
         agent = self.models.agent(spec)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from pipeline.actors import EpisodeActor, EpisodeSummary
 from flowstate import ProtocolMode
@@ -78,10 +80,10 @@ class Progress:
 
 
 def actor_count(job: JobConfig, pending: int) -> int:
+    """As many actors as the driver's node has cores, but no more than one per 8 episodes in flight."""
     if job.execution.actors:
         return job.execution.actors
-    cpus = int(ray.available_resources().get("CPU", 1)) or 1
-    return max(1, min(cpus, math.ceil(min(job.execution.concurrency, pending) / 8)))
+    return max(1, min(os.cpu_count() or 1, math.ceil(min(job.execution.concurrency, pending) / 8)))
 
 
 def start_deployments(job: JobConfig) -> dict[str, Deployment]:
@@ -142,7 +144,10 @@ class Dispatcher:
         self.in_flight: dict[Any, tuple[int, EpisodeSpec, int, float]] = {}
 
     def _new_actor(self) -> Any:
-        return EpisodeActor.options(max_concurrency=self._per_actor + 1).remote(
+        # On the driver's node, so results land where the driver (and its output directory) is;
+        # no CPU reservation: episodes mostly wait on models, and servers need the cores.
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
+        return EpisodeActor.options(max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=here).remote(
             self.job, str(self.sweep_dir), self.deployments, self.version)
 
     def run(self, todo: list[EpisodeSpec]) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +16,30 @@ class ConfigError(ValueError):
     """A job file that cannot be used; the message names the file, line, key and expectation."""
 
 
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_variables(text: str, path: Path, environ: Mapping[str, str] | None = None) -> str:
+    """``${NAME}`` / ``${NAME:-default}`` from the environment, so one job file serves many models.
+    An unset variable without a default is an error naming the file and line."""
+    environ = os.environ if environ is None else environ
+
+    def value(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        line = text.count("\n", 0, match.start()) + 1
+        raise ConfigError(f"{path}:{line}: environment variable {name} is not set (and ${{{name}}} has no :-default)")
+
+    return _VARIABLE.sub(value, text)
+
+
 def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
-    """Parse ``path``; returns the data and the node tree (for line lookups)."""
+    """Parse ``path`` (after :func:`expand_variables`); returns the data and the node tree."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = expand_variables(path.read_text(encoding="utf-8"), path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     try:

@@ -77,14 +77,14 @@ def outcome_rows(outcome: EpisodeOutcome, *, attempts: int, code_version: str) -
                          "prompt_json": _json([m.model_dump() for m in ex.messages]), "completion": ex.completion,
                          "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
                          "cached_tokens": s.cached_tokens, "cached_tokens_estimate": s.cached_tokens_estimate,
-                         "latency_s": s.latency_s, "model": spec.cell.agent.name, "served_by": None})
+                         "latency_s": s.latency_s, "served_model": s.served_model, "served_by": s.served_by})
     for call in outcome.calls:
         u = call.completion.usage
         messages.append({**ids, "caller": call.caller, "request": None, "step": None,
                          "prompt_json": _json([m.model_dump() for m in call.messages]), "completion": call.completion.text,
                          "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
                          "cached_tokens": u.cached_tokens, "cached_tokens_estimate": u.cached_tokens_estimate,
-                         "latency_s": call.completion.latency_s, "model": call.completion.model,
+                         "latency_s": call.completion.latency_s, "served_model": call.completion.model,
                          "served_by": call.completion.served_by})
     for seq, row in enumerate(messages):
         row["seq"] = seq

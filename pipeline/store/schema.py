@@ -85,7 +85,7 @@ MESSAGES = pa.schema(ID_FIELDS + [
     pa.field("prompt_json", _str), pa.field("completion", _str),
     pa.field("prompt_tokens", _i64), pa.field("completion_tokens", _i64),
     pa.field("cached_tokens", _i64), pa.field("cached_tokens_estimate", _i64),
-    pa.field("latency_s", _f64), pa.field("model", _str), pa.field("served_by", _str),
+    pa.field("latency_s", _f64), pa.field("served_model", _str), pa.field("served_by", _str),
 ])
 
 SCHEMAS: dict[str, pa.Schema] = {"steps": STEPS, "episodes": EPISODES, "transcript": TRANSCRIPT, "messages": MESSAGES}

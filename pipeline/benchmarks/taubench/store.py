@@ -14,6 +14,7 @@ records are computed once and only the records an episode copied are serialised 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Iterator, Mapping
 from functools import cached_property
@@ -83,7 +84,20 @@ class InitialDB:
 
     @cached_property
     def canonical_hash(self) -> str:
-        return self.fresh().canonical_hash()
+        digest = hashlib.sha256()
+        for chunk in self.fresh().chunks_by_table():
+            digest.update(chunk)
+        return digest.hexdigest()
+
+    @cached_property
+    def prefix_digests(self) -> list[Any]:
+        """sha256 states of the canonical text up to each collection (in sorted order): an
+        episode's hash starts from the state before its first changed collection."""
+        states, digest = [], hashlib.sha256()
+        for chunk in self.fresh().chunks_by_table():
+            states.append(digest.copy())
+            digest.update(chunk)
+        return states
 
 
 class Table(Mapping[str, Record]):
@@ -131,6 +145,11 @@ class Table(Mapping[str, Record]):
         self._own[key] = record
         self._added.append(key)
 
+    @property
+    def touched(self) -> bool:
+        """Whether the episode copied or added any record (else the collection is the initial one)."""
+        return bool(self._own)
+
     def changed(self) -> dict[str, Record]:
         """Own records whose canonical form differs from the initial record (or that are new)."""
         initial = self._initial.entries
@@ -166,21 +185,27 @@ class EpisodeDB:
     def __getitem__(self, name: str) -> Table:
         return self.tables[name]
 
-    def _chunks(self) -> Iterator[bytes]:
-        yield b"{"
+    def chunks_by_table(self) -> Iterator[bytes]:
+        """The canonical text in one chunk per collection (sorted), the closing brace last."""
         for index, name in enumerate(sorted(self.tables)):
-            yield (b", " if index else b"") + json.dumps(name).encode() + b": {"
-            yield self.tables[name].body()
-            yield b"}"
+            opening = (b", " if index else b"{") + json.dumps(name).encode() + b": {"
+            yield opening + self.tables[name].body() + b"}"
         yield b"}"
 
     def canonical_text(self) -> str:
         """Exactly ``json.dumps(self.to_dict(), sort_keys=True)``."""
-        return b"".join(self._chunks()).decode("ascii")
+        return b"".join(self.chunks_by_table()).decode("ascii")
 
     def canonical_hash(self) -> str:
-        digest = hashlib.sha256()
-        for chunk in self._chunks():
+        """sha256 of :meth:`canonical_text`, resuming from the initial DB's digest before the first
+        changed collection: an episode that touched nothing, or only late collections, re-hashes
+        only what may differ."""
+        names = sorted(self.tables)
+        changed = [i for i, name in enumerate(names) if self.tables[name].touched]
+        if not changed:
+            return self.initial.canonical_hash
+        digest = self.initial.prefix_digests[changed[0]].copy()
+        for chunk in itertools.islice(self.chunks_by_table(), changed[0], None):
             digest.update(chunk)
         return digest.hexdigest()
 

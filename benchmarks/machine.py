@@ -1,4 +1,4 @@
-"""The machine line every llm_* benchmark prints first (figures mean little without it)."""
+"""The machine line every benchmark prints first (figures mean little without it)."""
 
 from __future__ import annotations
 
