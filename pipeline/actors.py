@@ -7,12 +7,14 @@ episode. Each finished episode writes its own rows (atomically) and returns a sm
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import ray
 from pydantic import BaseModel, ConfigDict
 
+from flowstate import ChatMessage, Completion, Policy
 from pipeline.benchmarks import taubench
 from pipeline.config import JobConfig
 from pipeline.episodes import run_taubench_episode
@@ -32,9 +34,6 @@ class EpisodeSummary(BaseModel):
     status: str
     termination: str
     reward: float | None
-    agent_tokens: int
-    total_tokens: int
-    model_calls: int
     steps: int
     duration_s: float
 
@@ -50,6 +49,30 @@ def preload(job: JobConfig) -> None:
     taubench.simulation_guidelines()
 
 
+class Meter(BaseModel):
+    """Model traffic of this process so far, finished and running episodes alike (for progress)."""
+
+    calls: int = 0
+    tokens: int = 0
+
+
+class MeteredPolicy:
+    """Counts calls and tokens as they happen, so the driver can show live totals."""
+
+    def __init__(self, inner: Policy, meter: Meter) -> None:
+        self.inner = inner
+        self.meter = meter
+
+    async def complete(self, messages: Sequence[ChatMessage], *, json_schema: Any = None) -> Completion:
+        completion = await self.inner.complete(messages, json_schema=json_schema)
+        self.meter.calls += 1
+        self.meter.tokens += (completion.usage.prompt_tokens or 0) + (completion.usage.completion_tokens or 0)
+        return completion
+
+    async def aclose(self) -> None:
+        await aclose_policy(self.inner)
+
+
 class EpisodeRunner:
     """Runs and stores episodes in this process (the actor's body; usable without Ray in tests)."""
 
@@ -58,12 +81,16 @@ class EpisodeRunner:
         self.sweep_dir = Path(sweep_dir)
         self.models = EpisodeModels(job, deployments)
         self.code_version = code_version
+        self.meter = Meter()
         preload(job)
 
+    def _metered(self, policy: Policy | None) -> Policy | None:
+        return None if policy is None else MeteredPolicy(policy, self.meter)
+
     async def run(self, spec: EpisodeSpec, attempt: int) -> EpisodeSummary:
-        agent = self.models.agent(spec)
-        user = self.models.policy(spec.user_simulator, "user", spec)
-        judge = self.models.policy(spec.judge, "judge", spec)
+        agent = MeteredPolicy(self.models.agent(spec), self.meter)
+        user = self._metered(self.models.policy(spec.user_simulator, "user", spec))
+        judge = self._metered(self.models.policy(spec.judge, "judge", spec))
         try:
             outcome = await asyncio.wait_for(
                 run_taubench_episode(spec, agent, user, judge, self.job.limits),
@@ -75,15 +102,11 @@ class EpisodeRunner:
         rows = outcome_rows(outcome, attempts=attempt, code_version=self.code_version)
         await asyncio.to_thread(write_episode, self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
         episode = rows["episodes"][0]
-        messages = rows["messages"]
         return EpisodeSummary(
             episode_id=spec.episode_id,
             status=episode["status"],
             termination=episode["termination"],
             reward=episode["reward"],
-            agent_tokens=(episode["agent_prompt_tokens"] or 0) + (episode["agent_completion_tokens"] or 0),
-            total_tokens=sum((m["prompt_tokens"] or 0) + (m["completion_tokens"] or 0) for m in messages),
-            model_calls=len(messages),
             steps=episode["n_steps"],
             duration_s=outcome.duration_s,
         )
@@ -91,8 +114,8 @@ class EpisodeRunner:
 
 @ray.remote(concurrency_groups={"control": 1})
 class EpisodeActor:
-    """Ray host of an :class:`EpisodeRunner`; ``ping`` has its own concurrency group so a full
-    actor still answers health checks."""
+    """Ray host of an :class:`EpisodeRunner`; ``meter`` has its own concurrency group so a busy
+    actor still answers the driver's progress polls."""
 
     def __init__(self, job: JobConfig, sweep_dir: str, deployments: Mapping[str, Deployment], code_version: str) -> None:
         self._runner = EpisodeRunner(job, Path(sweep_dir), deployments, code_version)
@@ -101,5 +124,5 @@ class EpisodeActor:
         return await self._runner.run(spec, attempt)
 
     @ray.method(concurrency_group="control")
-    def ping(self) -> bool:
-        return True
+    def meter(self) -> Meter:
+        return self._runner.meter

@@ -22,7 +22,7 @@ import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from pipeline.actors import EpisodeActor, EpisodeSummary
+from pipeline.actors import EpisodeActor, EpisodeSummary, Meter
 from flowstate import ProtocolMode
 from pipeline.config import JobConfig
 from pipeline.llm import verify_schema_enforcement
@@ -34,6 +34,7 @@ from pipeline.store.writer import write_episode
 from pipeline.sweep import EpisodeSpec, Sweep
 
 POLL_S = 0.5
+METER_EVERY_S = 2.0
 
 
 @dataclass
@@ -47,7 +48,7 @@ class Progress:
     grading_failed: int = 0
     retried: int = 0
     running: int = 0
-    agent_tokens: int = 0
+    # Model traffic so far, running episodes included (from the actors' meters).
     total_tokens: int = 0
     model_calls: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -74,9 +75,6 @@ class Progress:
             self.grading_failed += 1
         if summary.reward is not None:
             self.rewards.append(summary.reward)
-        self.agent_tokens += summary.agent_tokens
-        self.total_tokens += summary.total_tokens
-        self.model_calls += summary.model_calls
 
 
 def actor_count(job: JobConfig, pending: int) -> int:
@@ -140,6 +138,10 @@ class Dispatcher:
         self.version = code_version()
         self.actors: list[Any] = []
         self.slots: dict[int, int] = {}
+        # Last meter reading per live actor, and the sum over replaced (dead) actors.
+        self.meters: dict[int, Meter] = {}
+        self.retired = Meter()
+        self._metered_at = 0.0
         # ObjectRef -> (actor index, episode, attempt, dispatch time)
         self.in_flight: dict[Any, tuple[int, EpisodeSpec, int, float]] = {}
 
@@ -163,7 +165,9 @@ class Dispatcher:
                     self._submit(spec, attempt)
                 self._collect(queue)
                 self.progress.running = len(self.in_flight)
+                self._read_meters()
                 self.on_update(self.progress)
+            self._read_meters(force=True)
         except KeyboardInterrupt:
             for ref in list(self.in_flight):
                 ray.cancel(ref, force=False)
@@ -192,7 +196,23 @@ class Dispatcher:
 
     def _replace_actor(self, index: int) -> None:
         """The actor died: its other episodes fail too and are retried; start a fresh one."""
+        last = self.meters.pop(index, Meter())
+        self.retired = Meter(calls=self.retired.calls + last.calls, tokens=self.retired.tokens + last.tokens)
         self.actors[index] = self._new_actor()
+
+    def _read_meters(self, force: bool = False) -> None:
+        """Live model calls and tokens, every few seconds (actors answer in their control group)."""
+        if not force and time.monotonic() - self._metered_at < METER_EVERY_S:
+            return
+        self._metered_at = time.monotonic()
+        refs = {i: actor.meter.remote() for i, actor in enumerate(self.actors)}
+        for index, ref in refs.items():
+            try:
+                self.meters[index] = ray.get(ref, timeout=5)
+            except RayError:
+                continue  # a dying actor: its episodes will be retried and counted again
+        self.progress.model_calls = self.retired.calls + sum(m.calls for m in self.meters.values())
+        self.progress.total_tokens = self.retired.tokens + sum(m.tokens for m in self.meters.values())
 
     def _failed(self, spec: EpisodeSpec, attempt: int, exc: Exception, queue: list[tuple[EpisodeSpec, int]]) -> None:
         if attempt < self.job.execution.episode_attempts:

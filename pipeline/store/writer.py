@@ -31,12 +31,19 @@ def episode_file(sweep_dir: Path, table: str, cell_id: str, episode_id: str) -> 
     return table_dir(sweep_dir, table) / f"cell={cell_id}" / f"{episode_id}.parquet"
 
 
-def write_parquet_atomic(path: Path, table: pa.Table) -> None:
+# Per-episode files are small and short-lived (compaction rewrites them with statistics and
+# zstd): skip what costs more than it saves at this size — a file's fixed overhead dominates.
+SMALL_FILE_OPTIONS: Mapping[str, Any] = {"compression": "snappy", "use_dictionary": False,
+                                          "write_statistics": False, "write_page_index": False}
+LARGE_FILE_OPTIONS: Mapping[str, Any] = {"compression": "zstd"}
+
+
+def write_parquet_atomic(path: Path, table: pa.Table, options: Mapping[str, Any] = LARGE_FILE_OPTIONS) -> None:
     """Write ``table`` to ``path`` via a hidden temporary file and an atomic rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, **options)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -54,4 +61,4 @@ def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[
         if not table_rows:
             path.unlink(missing_ok=True)  # a retried episode may have left rows from an earlier attempt
             continue
-        write_parquet_atomic(path, pa.Table.from_pylist(list(table_rows), schema=SCHEMAS[name]))
+        write_parquet_atomic(path, pa.Table.from_pylist(list(table_rows), schema=SCHEMAS[name]), SMALL_FILE_OPTIONS)
