@@ -89,17 +89,11 @@ class EpisodeRunner:
         stats = self.session.last_stats
         usage = completion.usage
         record = StepRecord(
+            **dict(effects),
             request=self.request,
             step=self._step,
             query=self._query,
             proposed_ops=parsed.state_delta,
-            accepted_ops=effects.accepted_ops,
-            rejected_ops=effects.rejected_ops,
-            focus_requested=effects.focus_requested,
-            focus_accepted=effects.focus_accepted,
-            focus_rejected=effects.focus_rejected,
-            disclosed=effects.disclosed,
-            disclosed_from=effects.disclosed_from,
             tool_calls=calls,
             assistant_message=parsed.assistant_message,
             parse_errors=parsed.errors,

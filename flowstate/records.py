@@ -10,30 +10,19 @@ from pydantic import BaseModel, ConfigDict
 from flowstate.chat import ChatMessage
 from flowstate.environment import ToolCall
 from flowstate.repository import Repository
-from flowstate.rules import Rejection
-from flowstate.runtime import FlowStateRuntime
-from flowstate.state import DeltaOp
+from flowstate.runtime import FlowStateRuntime, StepEffects
 
 
-class StepRecord(BaseModel):
-    """One model invocation (step ``step`` of request ``request``, both counted from 1)."""
-
-    model_config = ConfigDict(extra="forbid")
+class StepRecord(StepEffects):
+    """One model invocation (step ``step`` of request ``request``, both counted from 1): what
+    ISU and PSA did (the inherited fields) and everything else about the step."""
 
     request: int
     step: int
     # The request's query text, on the first step of each request (None on later steps).
     query: str | None = None
-    # ISU: what the model proposed (raw), what was committed, what was excluded and why.
+    # ISU: what the model proposed, raw (the committed and excluded ops are inherited).
     proposed_ops: list[Any] = []
-    accepted_ops: list[DeltaOp] = []
-    rejected_ops: list[Rejection] = []
-    # PSA.
-    focus_requested: list[str] = []
-    focus_accepted: list[str] = []
-    focus_rejected: list[Rejection] = []
-    disclosed: list[str] = []
-    disclosed_from: list[int] = []
     # Execution decision and its result.
     tool_calls: list[ToolCall] = []
     tool_errors: int = 0

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 from pydantic import BaseModel
 
 from flowstate import estimate_tokens, new_session
 from pipeline.benchmarks import taubench
 from pipeline.episodes import task_prompt
-from pipeline.store.reader import has_rows, table_glob
+from pipeline.store.reader import has_rows, select, table_glob
 from pipeline.sweep import Cell, EpisodeSpec, Sweep
 
 # Heuristic per episode: the agent calls once per gold action plus a few steps for talking
@@ -39,14 +38,11 @@ def _measured(sweep_dir: Path) -> dict[str, tuple[int, float, float]]:
     """cell_id -> (episodes, mean model calls, mean tokens) from finished episodes."""
     if not has_rows(sweep_dir, "messages"):
         return {}
-    with duckdb.connect() as con:
-        rows = con.execute(
-            "SELECT cell_id, count(DISTINCT episode_id), count(*) / count(DISTINCT episode_id), "
-            "sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) / count(DISTINCT episode_id) "
-            "FROM read_parquet(?, union_by_name = true, hive_partitioning = false) GROUP BY cell_id",
-            [table_glob(sweep_dir, "messages")],
-        ).fetchall()
-    return {cell: (n, calls, tokens) for cell, n, calls, tokens in rows}
+    rows = select(table_glob(sweep_dir, "messages"),
+                  "cell_id, count(DISTINCT episode_id) AS n, count(*) / count(DISTINCT episode_id) AS calls, "
+                  "sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) / count(DISTINCT episode_id) AS tokens",
+                  "GROUP BY cell_id")
+    return {r["cell_id"]: (r["n"], r["calls"], r["tokens"]) for r in rows}
 
 
 def _heuristic(cell: Cell, episodes: list[EpisodeSpec]) -> tuple[float, float]:

@@ -12,7 +12,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Literal
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel
@@ -21,7 +20,7 @@ from flowstate import Policy
 from pipeline.benchmarks import taubench
 from pipeline.benchmarks.transcript import TranscriptMessage, TranscriptToolCall
 from pipeline.episodes import grade_with_retries
-from pipeline.store.reader import has_rows, table_glob
+from pipeline.store.reader import has_rows, select, table_glob
 from pipeline.store.rows import reward_columns
 from pipeline.store.schema import EPISODES
 from pipeline.store.writer import write_parquet_atomic
@@ -37,17 +36,14 @@ class RegradeSummary(BaseModel):
 
 def load_transcripts(sweep_dir: Path) -> dict[str, list[TranscriptMessage]]:
     """episode_id -> its transcript in order (one query for the whole sweep)."""
-    with duckdb.connect() as con:
-        rows = con.execute(
-            "SELECT episode_id, request, role, content, tool_calls_json, tool_call_id, error "
-            "FROM read_parquet(?, union_by_name = true, hive_partitioning = false) ORDER BY episode_id, seq",
-            [table_glob(sweep_dir, "transcript")],
-        ).fetchall()
+    rows = select(table_glob(sweep_dir, "transcript"),
+                  "episode_id, request, role, content, tool_calls_json, tool_call_id, error", "ORDER BY episode_id, seq")
     transcripts: dict[str, list[TranscriptMessage]] = defaultdict(list)
-    for episode_id, request, role, content, calls_json, call_id, error in rows:
-        calls = [TranscriptToolCall.model_validate(c) for c in json.loads(calls_json)] if calls_json else None
-        transcripts[episode_id].append(TranscriptMessage(role=role, content=content, tool_calls=calls,
-                                                         tool_call_id=call_id, error=bool(error), request=request))
+    for r in rows:
+        calls = [TranscriptToolCall.model_validate(c) for c in json.loads(r["tool_calls_json"])] if r["tool_calls_json"] else None
+        transcripts[r["episode_id"]].append(TranscriptMessage(
+            role=r["role"], content=r["content"], tool_calls=calls, tool_call_id=r["tool_call_id"],
+            error=bool(r["error"]), request=r["request"]))
     return transcripts
 
 

@@ -7,42 +7,34 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 
-from pipeline.store.reader import sql_glob
+from pipeline.store.reader import select, sql_glob
 
 
 class EpisodeNotFound(LookupError):
     pass
 
 
-def _rows(con: duckdb.DuckDBPyConnection, globs: list[str], where: str, params: list[Any], order: str) -> list[dict]:
-    if not globs:
-        return []
-    cursor = con.execute(
-        f"SELECT * FROM read_parquet(?, union_by_name = true, hive_partitioning = false) WHERE {where} ORDER BY {order}",
-        [globs, *params],
-    )
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
+def _rows(runs: Path, table: str, tail: str, params: list[Any]) -> list[dict]:
+    globs = sql_glob(runs, table)
+    return select(globs, "*", tail, params) if globs else []
 
 
 def load_episode(runs: Path, episode_id: str) -> dict[str, list[dict]]:
     """The episode's rows of every table; ``episode_id`` may be a unique prefix."""
-    with duckdb.connect() as con:
-        episodes = _rows(con, sql_glob(runs, "episodes"), "starts_with(episode_id, ?)", [episode_id], "episode_id")
-        ids = sorted({e["episode_id"] for e in episodes})
-        if not ids:
-            raise EpisodeNotFound(f"no episode {episode_id!r} under {runs}")
-        if len(ids) > 1:
-            raise EpisodeNotFound(f"{episode_id!r} matches {len(ids)} episodes: {', '.join(ids[:5])}…; give more characters")
-        full = ids[0]
-        return {
-            "episodes": [e for e in episodes if e["episode_id"] == full],
-            "steps": _rows(con, sql_glob(runs, "steps"), "episode_id = ?", [full], "request, step"),
-            "transcript": _rows(con, sql_glob(runs, "transcript"), "episode_id = ?", [full], "seq"),
-            "messages": _rows(con, sql_glob(runs, "messages"), "episode_id = ?", [full], "seq"),
-        }
+    episodes = _rows(runs, "episodes", "WHERE starts_with(episode_id, ?) ORDER BY episode_id", [episode_id])
+    ids = sorted({e["episode_id"] for e in episodes})
+    if not ids:
+        raise EpisodeNotFound(f"no episode {episode_id!r} under {runs}")
+    if len(ids) > 1:
+        raise EpisodeNotFound(f"{episode_id!r} matches {len(ids)} episodes: {', '.join(ids[:5])}…; give more characters")
+    full = ids[0]
+    return {
+        "episodes": [e for e in episodes if e["episode_id"] == full],
+        "steps": _rows(runs, "steps", "WHERE episode_id = ? ORDER BY request, step", [full]),
+        "transcript": _rows(runs, "transcript", "WHERE episode_id = ? ORDER BY seq", [full]),
+        "messages": _rows(runs, "messages", "WHERE episode_id = ? ORDER BY seq", [full]),
+    }
 
 
 def _clip(text: Any, limit: int = 160) -> str:

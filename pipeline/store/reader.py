@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -15,17 +17,27 @@ def has_rows(sweep_dir: Path, table: str) -> bool:
     return any((sweep_dir / table).glob("**/*.parquet"))
 
 
+def select(globs: str | Sequence[str], columns: str, tail: str = "", params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """``SELECT columns FROM <the table files> tail`` as dicts; ``params`` bind the ``?`` in ``tail``.
+
+    Files are read with ``union_by_name`` (later schema versions add columns) and without hive
+    partitioning (every id is a column in the files themselves).
+    """
+    with duckdb.connect() as con:
+        cursor = con.execute(
+            f"SELECT {columns} FROM read_parquet(?, union_by_name = true, hive_partitioning = false) {tail}",
+            [list(globs) if not isinstance(globs, str) else globs, *params],
+        )
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
 def done_episodes(sweep_dir: Path) -> dict[str, str]:
     """``episode_id -> status`` for every episode with a row in the episodes table (compacted or not)."""
     if not has_rows(sweep_dir, "episodes"):
         return {}
-    with duckdb.connect() as con:
-        rows = con.execute(
-            "SELECT episode_id, any_value(status) FROM read_parquet(?, union_by_name = true, hive_partitioning = false) "
-            "GROUP BY episode_id",
-            [table_glob(sweep_dir, "episodes")],
-        ).fetchall()
-    return dict(rows)
+    rows = select(table_glob(sweep_dir, "episodes"), "episode_id, any_value(status) AS status", "GROUP BY episode_id")
+    return {r["episode_id"]: r["status"] for r in rows}
 
 
 def sweep_dirs(runs: Path) -> list[Path]:

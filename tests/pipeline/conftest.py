@@ -19,3 +19,31 @@ def flowstate_data() -> Path:
         pytest.fail(f"τ-bench data not found under {DATA_DIR}: set FLOWSTATE_DATA to the folder holding taubench/")
     os.environ["FLOWSTATE_DATA"] = str(DATA_DIR)
     return DATA_DIR
+
+
+SMALL_ORACLE_JOB = {
+    "name": "small-oracle",
+    "benchmarks": [{"domain": "airline", "tasks": ["0", "7"], "reward_basis": "classic"},
+                   {"domain": "retail", "tasks": ["0", "36"], "reward_basis": "classic"}],
+    "methods": [{"name": "flowstate"}, {"name": "full_context"}],
+    "agents": [{"deployment": "oracle"}],
+    "user_simulator": "scripted",
+    "judge": "none",
+    "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}},
+    "execution": {"concurrency": 8},
+}
+
+
+@pytest.fixture(scope="session")
+def oracle_sweep(ray_local, tmp_path_factory) -> Path:
+    """A finished small sweep of the oracle fixture (8 episodes); tests must not modify it."""
+    import yaml
+
+    from pipeline.launch import run_sweep
+
+    folder = tmp_path_factory.mktemp("oracle-sweep")
+    job = folder / "small-oracle.yaml"
+    job.write_text(yaml.safe_dump(SMALL_ORACLE_JOB))
+    result = run_sweep(job, out=folder / "runs")
+    assert result.completed == 8
+    return result.sweep_dir

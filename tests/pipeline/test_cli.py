@@ -28,3 +28,60 @@ def test_trace_replay_reports_bad_input_in_one_line(tmp_path):
     proc = flowstate("trace", "replay", str(bad), "--out", str(tmp_path / "o.json"))
     assert proc.returncode == 2 and "not valid JSON" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path):
+    import yaml
+
+    from tests.pipeline.conftest import SMALL_ORACLE_JOB
+
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(SMALL_ORACLE_JOB))
+    proc = flowstate("run", str(job), "--out", str(tmp_path / "runs"), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "dry run: nothing started" in proc.stdout and "taubench.airline.flowstate.oracle" in proc.stdout
+    assert " 8 " in proc.stdout.splitlines()[-2]  # the total row: 8 episodes
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_malformed_job_is_one_clear_line(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("name: x\nbenchmarks: []\nmethods: [{name: flowstate}]\nagents: [{deployment: d}]\n"
+                   "user_simulator: scripted\njudge: none\n")
+    proc = flowstate("run", str(job))
+    assert proc.returncode == 2 and "job.yaml:2: benchmarks" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_show_prints_an_episode(oracle_sweep):
+    episode = next((oracle_sweep / "episodes").glob("*/*.parquet")).stem
+    proc = flowstate("show", episode[:8], "--runs", str(oracle_sweep.parent))
+    assert proc.returncode == 0, proc.stderr
+    assert f"episode {episode}" in proc.stdout and "request 1:" in proc.stdout and "conversation:" in proc.stdout
+    assert flowstate("show", "zzzz", "--runs", str(oracle_sweep)).returncode == 2
+
+
+def test_grade_recomputes_rewards_from_stored_transcripts(oracle_sweep, tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.store.schema import EPISODES
+
+    sweep = tmp_path / oracle_sweep.name
+    shutil.copytree(oracle_sweep, sweep)
+    target = next((sweep / "episodes").glob("*/*.parquet"))
+    rows = pq.read_table(target).to_pylist()
+    rows[0]["reward"], rows[0]["db"] = 0.0, 0.0  # a wrong stored grade
+    pq.write_table(pa.Table.from_pylist(rows, schema=EPISODES), target)
+    proc = flowstate("grade", str(sweep))
+    assert proc.returncode == 0, proc.stderr
+    assert "graded 8 episodes (1 changed, 0 ungraded), mean reward 1.0000" in proc.stdout
+    assert pq.read_table(target).to_pylist()[0]["reward"] == 1.0
+    # On each task's own basis: retail task 0 has no NL assertions (graded without a judge);
+    # task 36 has some, and without a judge model its two episodes are left as they were.
+    proc = flowstate("grade", str(sweep), "--basis", "task")
+    labels = {(r["task_id"], r["reward_basis"]) for p in (sweep / "episodes").glob("*/*.parquet")
+              for r in pq.read_table(p).to_pylist() if r["domain"] == "retail"}
+    assert proc.returncode == 0 and labels == {("0", "task: DB×NL_ASSERTION"), ("36", "classic: DB×COMMUNICATE")}
+    assert "2 episodes need a judge model" in proc.stdout
