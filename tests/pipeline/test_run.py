@@ -166,3 +166,29 @@ def test_killing_the_driver_then_running_again_resumes_without_duplicates(ray_lo
     assert_all_passed(sweep_dir, 16)
     steps = table(sweep_dir, "steps", "episode_id, request, step")
     assert len(steps) == len(set(steps))  # no step row twice
+
+
+def test_ctrl_c_stops_cleanly_keeps_what_is_finished_and_resumes(ray_local, tmp_path):
+    probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m"})
+    episodes = expand(load_job(probe)).by_id
+    with StubServer(OracleResponder(episodes), delay_s=0.2) as stub:
+        job = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": stub.url, "model": "m",
+                                                    "check_schema_enforcement": False},
+                        execution={"concurrency": 2})
+        sweep_dir = tmp_path / "runs" / expand(load_job(job)).sweep_id
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", str(job), "--out", str(tmp_path / "runs")],
+                                  cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len(list(sweep_dir.glob("episodes/**/*.parquet"))) < 2:
+            time.sleep(0.2)
+        driver.send_signal(signal.SIGINT)
+        output, _ = driver.communicate(timeout=120)
+        assert driver.returncode == 130, output
+        assert "interrupted: finished episodes are kept" in output
+        done_before = {r[0] for r in table(sweep_dir, "episodes", "episode_id")}
+        assert 2 <= len(done_before) < 16
+        assert not list(sweep_dir.rglob("*.tmp"))
+        result = run_sweep(job, out=tmp_path / "runs")
+    assert result.skipped == len(done_before) and result.completed == 16 - len(done_before)
+    assert_all_passed(sweep_dir, 16)
