@@ -57,11 +57,13 @@ def _run(args: argparse.Namespace) -> int:
     if result is None:
         return 0
     print(f"results: {result.sweep_dir}")
-    print(f"  query: flowstate query pass_rate --runs {result.sweep_dir}")
-    print("  compare runs: mlflow ui   (in this directory, or with --backend-store-uri $MLFLOW_TRACKING_URI)")
+    print(f"  query:  flowstate query pass_rate --runs {result.sweep_dir}   (flowstate query --help lists the others)")
+    print(f"  report: flowstate report {result.sweep_dir}")
+    if result.tracking_uri:
+        print(f"  compare runs: mlflow ui --backend-store-uri {result.tracking_uri}")
     if result.interrupted:
         return 130
-    return 1 if result.failed else 0
+    return 1 if result.failed or result.finish_errors else 0
 
 
 # -- grade / show --------------------------------------------------------------------------------
@@ -69,11 +71,12 @@ def _grade(args: argparse.Namespace) -> int:
     import asyncio
 
     from pipeline.regrade import regrade
-    from pipeline.store.reader import sweep_dirs
+    from pipeline.store.files import NoResultsError, sweep_dirs
 
-    sweeps = sweep_dirs(args.runs)
-    if not sweeps:
-        raise CliError(f"{args.runs}: no sweep found (a sweep directory has a manifest.json)")
+    try:
+        sweeps = sweep_dirs(args.runs)
+    except NoResultsError as exc:
+        raise CliError(str(exc)) from None
     for sweep in sweeps:
         summary = asyncio.run(regrade(sweep, basis=args.basis))
         mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
@@ -126,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pipeline.benchmarks.taubench.cli import add_commands as add_taubench_commands
 
     add_taubench_commands(commands)
+
+    from pipeline.analysis.cli import add_commands as add_analysis_commands
+
+    add_analysis_commands(commands)
 
     trace = commands.add_parser("trace", help="work with recorded model outputs").add_subparsers(dest="trace_command", required=True)
     replay = trace.add_parser("replay", help="run the FlowState runtime over a recorded trace (no model, no environment)")

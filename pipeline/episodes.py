@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import cache
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -67,8 +68,10 @@ class EpisodeOutcome(BaseModel):
     duration_s: float
 
 
+@cache
 def task_prompt(domain: str, tool_rendering: str) -> TaskPrompt:
-    """The benchmark's part of every method's system prompt: role + policy, and the tool list."""
+    """The benchmark's part of every method's system prompt: role + policy, and the tool list
+    (built once per process: the data behind it is verified and immutable)."""
     if tool_rendering == "compact":
         tools = taubench.compact_tool_list(domain)
     else:
@@ -94,7 +97,7 @@ async def run_taubench_episode(
         else taubench.LLMUserSimulator(RecordingPolicy(user_policy, "user_simulator", calls), task)
     )
     env = taubench.TauEpisode(task, user, max_steps=bench.max_env_steps, max_errors=bench.max_errors)
-    tool_names = [schema["function"]["name"] for schema in taubench.tool_list(bench.domain)]
+    tool_names = list(taubench.tool_schemas(bench.domain).kinds)
     session = new_session(spec.cell.method.name, task_prompt(bench.domain, bench.tool_rendering),
                           spec.cell.method.options, tool_names)
     result = await run_episode(session, agent, env, limits=limits)

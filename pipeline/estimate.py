@@ -14,7 +14,8 @@ from pydantic import BaseModel
 from flowstate import estimate_tokens, new_session
 from pipeline.benchmarks import taubench
 from pipeline.episodes import task_prompt
-from pipeline.store.reader import has_rows, select, table_glob
+from pipeline.store.files import table_files
+from pipeline.store.reader import select
 from pipeline.sweep import Cell, EpisodeSpec, Sweep
 
 # Heuristic per episode: the agent calls once per gold action plus a few steps for talking
@@ -36,9 +37,9 @@ class CellEstimate(BaseModel):
 
 def _measured(sweep_dir: Path) -> dict[str, tuple[int, float, float]]:
     """cell_id -> (episodes, mean model calls, mean tokens) from finished episodes."""
-    if not has_rows(sweep_dir, "messages"):
+    if not sweep_dir.is_dir():
         return {}
-    rows = select(table_glob(sweep_dir, "messages"),
+    rows = select(table_files(sweep_dir)["messages"],
                   "cell_id, count(DISTINCT episode_id) AS n, count(*) / count(DISTINCT episode_id) AS calls, "
                   "sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) / count(DISTINCT episode_id) AS tokens",
                   "GROUP BY cell_id")

@@ -33,6 +33,9 @@ class SweepResult(BaseModel):
     grading_failed: int
     interrupted: bool
     duration_s: float
+    mlflow_run_id: str | None = None
+    tracking_uri: str | None = None
+    finish_errors: list[str] = []
 
 
 def _fmt_duration(seconds: float | None) -> str:
@@ -124,8 +127,40 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
     )
     write_manifest(sweep, sweep_dir, job_path=job_path, run={
         "started_at": started_at.isoformat(), "finished_at": datetime.now(UTC).isoformat(),
-        **result.model_dump(mode="json", exclude={"sweep_dir", "sweep_id"})})
+        **result.model_dump(mode="json", exclude={"sweep_dir", "sweep_id", "mlflow_run_id", "tracking_uri",
+                                                  "finish_errors"})})
+    if interrupted:
+        console.print(f"not compacted or logged to MLflow (interrupted): resume, or run `flowstate compact {sweep_dir}` "
+                      f"and `flowstate track {sweep_dir}`")
+    else:
+        _finish(result, console)
     return result
+
+
+def _finish(result: SweepResult, console: Console) -> None:
+    """Compact the sweep's files, then log it to MLflow. Either may fail without losing anything: the
+    Parquet files stay as they are and both steps can be run again on their own."""
+    from pipeline.analysis.compact import compact
+    from pipeline.analysis.tracking import log_sweep
+
+    sweep_dir = result.sweep_dir
+    try:
+        c = compact(sweep_dir)
+        console.print(f"compacted {c.files_merged} files into {c.parts_written} parts ({c.rows_written:,} rows) "
+                      f"in {c.duration_s:.1f}s")
+    except Exception as exc:  # noqa: BLE001 - reported, and the per-episode files are intact
+        result.finish_errors.append(f"compaction failed ({exc}); run `flowstate compact {sweep_dir}` to retry")
+    try:
+        with console.status("logging to MLflow"):
+            t = log_sweep(sweep_dir)
+        result.mlflow_run_id, result.tracking_uri = t.parent_run_id, t.tracking_uri
+        console.print(f"MLflow: run {t.parent_run_id} ({len(t.child_run_ids)} cells, {t.metrics_logged} metrics, "
+                      f"{t.traces_logged} traces) at {t.tracking_uri} in {t.duration_s:.1f}s")
+    except Exception as exc:  # noqa: BLE001 - e.g. a tracking server that is down; the results are on disk
+        result.finish_errors.append(f"MLflow logging failed ({type(exc).__name__}: {exc}); "
+                                    f"run `flowstate track {sweep_dir}` to retry")
+    for error in result.finish_errors:
+        console.print(f"[red]{error}[/red]")
 
 
 def _dispatch(sweep: Sweep, sweep_dir: Path, deployments: dict, todo: list, progress: Progress, console: Console) -> bool:

@@ -20,9 +20,9 @@ from flowstate import Policy
 from pipeline.benchmarks import taubench
 from pipeline.benchmarks.transcript import TranscriptMessage, TranscriptToolCall
 from pipeline.episodes import grade_with_retries
-from pipeline.store.reader import has_rows, select, table_glob
+from pipeline.store.files import table_files
+from pipeline.store.reader import select
 from pipeline.store.rows import reward_columns
-from pipeline.store.schema import EPISODES
 from pipeline.store.writer import write_parquet_atomic
 
 
@@ -34,9 +34,9 @@ class RegradeSummary(BaseModel):
     mean_reward: float | None
 
 
-def load_transcripts(sweep_dir: Path) -> dict[str, list[TranscriptMessage]]:
-    """episode_id -> its transcript in order (one query for the whole sweep)."""
-    rows = select(table_glob(sweep_dir, "transcript"),
+def load_transcripts(files: list[Path]) -> dict[str, list[TranscriptMessage]]:
+    """episode_id -> its transcript in order (one query over the sweep's transcript files)."""
+    rows = select(files,
                   "episode_id, request, role, content, tool_calls_json, tool_call_id, error", "ORDER BY episode_id, seq")
     transcripts: dict[str, list[TranscriptMessage]] = defaultdict(list)
     for r in rows:
@@ -50,13 +50,15 @@ def load_transcripts(sweep_dir: Path) -> dict[str, list[TranscriptMessage]]:
 async def regrade(sweep_dir: Path, *, basis: Literal["task", "classic"] | None = None,
                   judge: Policy | None = None) -> RegradeSummary:
     """Grade every simulated episode of a sweep again; infrastructure failures are left as they are."""
-    if not has_rows(sweep_dir, "episodes"):
+    files = table_files(sweep_dir)
+    if not files["episodes"]:
         raise FileNotFoundError(f"{sweep_dir}: no episodes table (is this a sweep directory?)")
-    transcripts = load_transcripts(sweep_dir)
+    transcripts = load_transcripts(files["transcript"])
     changed = ungraded = total = needs_judge = 0
     rewards: list[float] = []
-    for path in sorted((sweep_dir / "episodes").glob("**/*.parquet")):
-        rows = pq.read_table(path).to_pylist()
+    for path in files["episodes"]:
+        stored = pq.read_table(path)
+        rows = stored.to_pylist()
         for row in rows:
             if row["status"] == "failed":
                 continue
@@ -76,7 +78,8 @@ async def regrade(sweep_dir: Path, *, basis: Literal["task", "classic"] | None =
                 ungraded += 1
             else:
                 rewards.append(reward.reward)
-        write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=EPISODES))
+        # the file's own schema keeps its footer metadata (a compacted part lists its episodes there)
+        write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=stored.schema))
     return RegradeSummary(episodes=total, changed=changed, still_ungraded=ungraded, needs_judge=needs_judge,
                           mean_reward=sum(rewards) / len(rewards) if rewards else None)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 
-from pipeline.store.reader import select, sql_glob
+from pipeline.store.reader import runs_table_files, select
 
 
 class EpisodeNotFound(LookupError):
@@ -16,8 +16,7 @@ class EpisodeNotFound(LookupError):
 
 
 def _rows(runs: Path, table: str, tail: str, params: list[Any]) -> list[dict]:
-    globs = sql_glob(runs, table)
-    return select(globs, "*", tail, params) if globs else []
+    return select(runs_table_files(runs, table), "*", tail, params)
 
 
 def load_episode(runs: Path, episode_id: str) -> dict[str, list[dict]]:

@@ -11,6 +11,14 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One MLflow store for the session (its schema is created once), never ./mlflow.db of the checkout."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    return uri
+
+
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[None]:
     """A real local Ray instance for the whole test session (starting Ray costs ~5 s)."""

@@ -53,7 +53,9 @@ def test_a_malformed_job_is_one_clear_line(tmp_path):
 
 
 def test_show_prints_an_episode(oracle_sweep):
-    episode = next((oracle_sweep / "episodes").glob("*/*.parquet")).stem
+    import pyarrow.parquet as pq
+
+    episode = pq.read_table(next((oracle_sweep / "episodes").glob("*/*.parquet")), columns=["episode_id"])[0][0].as_py()
     proc = flowstate("show", episode[:8], "--runs", str(oracle_sweep.parent))
     assert proc.returncode == 0, proc.stderr
     assert f"episode {episode}" in proc.stdout and "request 1:" in proc.stdout and "conversation:" in proc.stdout
@@ -66,18 +68,19 @@ def test_grade_recomputes_rewards_from_stored_transcripts(oracle_sweep, tmp_path
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline.store.schema import EPISODES
-
     sweep = tmp_path / oracle_sweep.name
     shutil.copytree(oracle_sweep, sweep)
-    target = next((sweep / "episodes").glob("*/*.parquet"))
-    rows = pq.read_table(target).to_pylist()
+    target = next((sweep / "episodes").glob("*/*.parquet"))  # a compacted part (the sweep ended compacted)
+    stored = pq.read_table(target)
+    rows = stored.to_pylist()
     rows[0]["reward"], rows[0]["db"] = 0.0, 0.0  # a wrong stored grade
-    pq.write_table(pa.Table.from_pylist(rows, schema=EPISODES), target)
+    pq.write_table(pa.Table.from_pylist(rows, schema=stored.schema), target)
     proc = flowstate("grade", str(sweep))
     assert proc.returncode == 0, proc.stderr
     assert "graded 8 episodes (1 changed, 0 ungraded), mean reward 1.0000" in proc.stdout
-    assert pq.read_table(target).to_pylist()[0]["reward"] == 1.0
+    regraded = pq.read_table(target)
+    assert regraded.to_pylist()[0]["reward"] == 1.0
+    assert regraded.schema.metadata == stored.schema.metadata  # the part still lists its episodes
     # On each task's own basis: retail task 0 has no NL assertions (graded without a judge);
     # task 36 has some, and without a judge model its two episodes are left as they were.
     proc = flowstate("grade", str(sweep), "--basis", "task")

@@ -14,10 +14,12 @@ import duckdb
 import pytest
 import yaml
 
+from pipeline.analysis.compact import compact
 from pipeline.config import load_job
 from pipeline.fixtures.oracle_server import OracleResponder
 from pipeline.launch import run_sweep
 from pipeline.llm.stub_server import StubServer
+from pipeline.store.reader import done_episodes
 from pipeline.sweep import expand
 from tests.conftest import REPO_ROOT
 
@@ -159,8 +161,15 @@ def test_killing_the_driver_then_running_again_resumes_without_duplicates(ray_lo
             time.sleep(0.2)
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
-        done_before = {r[0] for r in table(sweep_dir, "episodes", "episode_id")}
+        # Ray workers of the killed driver may finish an episode in flight before they notice: wait
+        # until nothing more appears.
+        done_before: set[str] = set()
+        while (now := {r[0] for r in table(sweep_dir, "episodes", "episode_id")}) != done_before:
+            done_before = now
+            time.sleep(3)
         assert 3 <= len(done_before) < 16
+        compact(sweep_dir)  # compacted in between: what was finished is now in parts
+        assert set(done_episodes(sweep_dir)) == done_before
         result = run_sweep(job, out=tmp_path / "runs")
     assert result.skipped == len(done_before) and result.completed == 16 - len(done_before)
     assert_all_passed(sweep_dir, 16)

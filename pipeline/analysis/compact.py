@@ -1,0 +1,156 @@
+"""Merge a sweep's many small per-episode Parquet files into one large part per table and cell.
+
+Crash safety (how :mod:`pipeline.store.files` decides what is visible makes this work):
+
+1. Recover from an earlier interrupted run: delete this module's hidden temporaries, the parts that
+   a visible part replaces, and the per-episode files that a visible part already holds. All of these
+   are invisible, so deleting them changes no query.
+2. Inputs of a partition: its per-episode files of *finished* episodes (those with an episodes row)
+   not yet in a part, plus its parts smaller than ``max_part_bytes``. Files of unfinished episodes
+   are never merged: a re-run of such an episode overwrites them in place, so its rows cannot appear
+   twice, and episodes finishing while compaction runs are simply left for the next compaction.
+3. Write the merged rows to a hidden temporary (``.compact-*.tmp``, not matched by ``*.parquet``),
+   with the episode ids it holds and the parts it replaces in its footer; fsync it.
+4. Rename it to ``part-<time>-<random>.parquet``: the one atomic step. Before it the inputs are what
+   queries see; after it the new part is, and the inputs are invisible leftovers.
+5. Delete the inputs (a crash here leaves leftovers that step 1 removes next time).
+
+Re-running is idempotent: a partition with no new per-episode files and at most one small part is
+left alone. New files of a resumed sweep are merged by the next compaction, and a sweep may keep
+writing while it is compacted. Two compactions of one sweep never run at once (a lock file), since
+their parts would both claim the same episodes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+from pydantic import BaseModel
+
+from pipeline.store.files import PART_META_KEY, PART_PREFIX, Part, Partition, pending_small, scan_sweep
+from pipeline.store.tables import anchor_file
+
+TMP_PREFIX = ".compact-"
+LOCK_FILE = ".compact.lock"
+DEFAULT_MAX_PART_BYTES = 256 * 2**20
+
+
+class CompactionReport(BaseModel):
+    sweep_dir: Path
+    partitions_compacted: int = 0
+    files_merged: int = 0
+    parts_written: int = 0
+    rows_written: int = 0
+    leftovers_removed: int = 0
+    duration_s: float = 0.0
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _literal(text: str) -> str:
+    """A SQL string literal: COPY takes its target and footer values only as literals."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _recover(partition: Partition) -> int:
+    """Step 1 for one partition; returns how many files were removed."""
+    leftovers = [p.path for p in partition.superseded_parts]
+    leftovers += [f for e, f in partition.small.items() if e in partition.covered]
+    leftovers += [partition.directory / n for n in os.listdir(partition.directory) if n.startswith(TMP_PREFIX)]
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    return len(leftovers)
+
+
+def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], replaces: list[Part]) -> Path:
+    """Steps 3 and 4: merged rows -> hidden temporary -> visible part.
+
+    The schema file is read first, so every current column is present and in order; columns a later
+    writer added follow. DuckDB writes the file (several threads, zstd).
+    """
+    token = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+    tmp = partition.directory / f"{TMP_PREFIX}{token}.tmp"
+    final = partition.directory / f"{PART_PREFIX}{token}.parquet"
+    record = json.dumps({"episodes": sorted(episodes), "replaces": sorted(p.path.name for p in replaces)})
+    try:
+        with duckdb.connect() as con:
+            con.execute("SET enable_progress_bar = false")
+            con.execute("SET VARIABLE compact_inputs = $files",
+                        {"files": [str(anchor_file(partition.table))] + [str(p) for p in inputs]})
+            con.execute(
+                "COPY (SELECT * FROM read_parquet(getvariable('compact_inputs'), union_by_name = true, "
+                f"hive_partitioning = false)) TO {_literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
+                f"KV_METADATA {{{_literal(PART_META_KEY)}: {_literal(record)}}})")
+        _fsync(tmp)
+        os.replace(tmp, final)
+        _fsync(partition.directory)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return final
+
+
+class CompactionBusyError(RuntimeError):
+    """Another compaction of the same sweep is running."""
+
+
+@contextmanager
+def _exclusive(sweep_dir: Path) -> Iterator[None]:
+    with open(sweep_dir / LOCK_FILE, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CompactionBusyError(f"{sweep_dir}: another compaction of this sweep is running") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def compact(sweep_dir: Path | str, *, max_part_bytes: int = DEFAULT_MAX_PART_BYTES) -> CompactionReport:
+    """Compact every table of one sweep directory (safe to interrupt, safe to repeat)."""
+    sweep_dir = Path(sweep_dir)
+    with _exclusive(sweep_dir):
+        return _compact(sweep_dir, max_part_bytes)
+
+
+def _compact(sweep_dir: Path, max_part_bytes: int) -> CompactionReport:
+    started = time.monotonic()
+    report = CompactionReport(sweep_dir=sweep_dir)
+    by_table, done = scan_sweep(sweep_dir)
+    report.leftovers_removed = sum(_recover(p) for parts in by_table.values() for p in parts)
+    if report.leftovers_removed:
+        by_table, done = scan_sweep(sweep_dir)
+    # ``done`` is the episodes finished now; episodes finishing from here on wait for the next run
+    for parts in by_table.values():
+        for partition in parts:
+            small = pending_small(partition, done)
+            mergeable = [p for p in partition.active_parts if p.path.stat().st_size < max_part_bytes]
+            if not small and len(mergeable) <= 1:
+                continue
+            episodes = set(small).union(*(p.episodes for p in mergeable))
+            inputs = [p.path for p in mergeable] + list(small.values())
+            part = _write_part(partition, inputs, episodes, mergeable)
+            for path in inputs:  # step 5: already invisible
+                path.unlink(missing_ok=True)
+            report.partitions_compacted += 1
+            report.files_merged += len(inputs)
+            report.parts_written += 1
+            report.rows_written += pq.read_metadata(part).num_rows
+    report.duration_s = time.monotonic() - started
+    return report

@@ -1,0 +1,81 @@
+"""Query results as a rich table, CSV, JSON, Parquet or markdown."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table
+
+from pipeline.analysis.catalog import Format
+
+
+
+def cell_text(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        value += 0.0  # no "-0"
+        return f"{value:.{digits}g}" if abs(value) < 1e-3 or abs(value) >= 1e6 else f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def markdown_table(header: list[str], rows: Iterable[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(table: pa.Table, digits: int = 4) -> str:
+    return markdown_table(table.column_names, ([cell_text(v, digits) for v in row.values()] for row in table.to_pylist()))
+
+
+def to_json(table: pa.Table) -> str:
+    return json.dumps(table.to_pylist(), indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+def to_csv(table: pa.Table) -> str:
+    buffer = io.BytesIO()
+    pacsv.write_csv(table, buffer)
+    return buffer.getvalue().decode("utf-8")
+
+
+def rich_table(table: pa.Table, title: str | None = None) -> Table:
+    out = Table(title=title)
+    for name, field in zip(table.column_names, table.schema, strict=True):
+        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type)
+        out.add_column(name, justify="right" if numeric else "left")
+    for row in table.to_pylist():
+        out.add_row(*(cell_text(v) for v in row.values()))
+    return out
+
+
+def write_result(table: pa.Table, fmt: Format, out: Path | None = None, *, title: str | None = None) -> None:
+    """Print (table, csv, json) or write to ``out``; parquet needs ``out``."""
+    if fmt == "parquet":
+        if out is None:
+            raise ValueError("the parquet format writes a file: give --out FILE.parquet")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, out)
+        return
+    if fmt == "table" and out is None:
+        rendered = rich_table(table, title)
+        # never squeeze columns into "…": a wide table may run past the terminal's edge instead
+        needed = Console(width=100_000).measure(rendered).maximum
+        Console(width=max(Console().width, needed)).print(rendered)
+        return
+    text = {"csv": to_csv, "json": to_json, "table": to_markdown}[fmt](table)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")

@@ -1,0 +1,176 @@
+"""Run the SQL files of ``sql/`` (or a user's own) over one sweep or a folder of sweeps.
+
+A query file is one SELECT. Its header comment says what it answers; named parameters are declared
+on lines ``-- @param NAME TYPE [= DEFAULT] [-- description]`` (TYPE: VARCHAR, INTEGER, DOUBLE or
+BOOLEAN; DEFAULT a SQL literal: 'text', 3, 0.5, true, NULL) and used as ``$NAME``. Values are bound
+by DuckDB, never pasted into the SQL text. A user's file may also use ``$NAME`` without declaring it;
+such a parameter is then required and passed as given.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.analysis.catalog import SQL_DIR, VIEWS, list_queries
+from pipeline.store.files import runs_files
+from pipeline.store.tables import ANALYSIS_TABLES, anchor_file
+
+ParamType = Literal["VARCHAR", "INTEGER", "DOUBLE", "BOOLEAN"]
+_PARAM_LINE = re.compile(
+    r"^--\s*@param\s+(?P<name>\w+)\s+(?P<type>\w+)(?:\s*=\s*(?P<default>'[^']*'|-?[^\s-]+))?\s*(?:--\s*(?P<doc>.*))?$")
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+class QueryError(ValueError):
+    """A query that cannot run as asked: unknown name, bad or missing parameter."""
+
+
+class Param(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    type: ParamType | None = None  # None: undeclared, passed as given
+    required: bool = True
+    default: Any = None
+    doc: str = ""
+
+    def convert(self, value: Any) -> Any:
+        """A value from the command line (text) or from Python, as the declared type."""
+        if value is None:
+            return None
+        try:
+            if self.type == "INTEGER":
+                return int(value)
+            if self.type == "DOUBLE":
+                return float(value)
+            if self.type == "BOOLEAN":
+                if isinstance(value, bool):
+                    return value
+                text = str(value).strip().lower()
+                if text in _TRUE | _FALSE:
+                    return text in _TRUE
+                raise ValueError(value)
+        except ValueError:
+            raise QueryError(f"parameter {self.name} must be {self.type}, got {value!r}") from None
+        return str(value) if self.type == "VARCHAR" else value
+
+
+class QuerySpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    path: Path
+    sql: str
+    description: str
+    params: tuple[Param, ...]
+
+    def bind(self, given: dict[str, Any]) -> dict[str, Any]:
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            listed = ", ".join(known) or "none"
+            raise QueryError(f"query {self.name} has no parameter {', '.join(unknown)} (its parameters: {listed})")
+        missing = [p.name for p in self.params if p.required and p.name not in given]
+        if missing:
+            hint = " ".join(f"--param {m}=VALUE" for m in missing)
+            raise QueryError(f"query {self.name} needs parameter {', '.join(missing)} ({hint})")
+        return {p.name: p.convert(given[p.name]) if p.name in given else p.default for p in self.params}
+
+
+def _literal(text: str | None, type_: ParamType) -> tuple[bool, Any]:
+    """(required, default) from a declared default literal."""
+    if text is None:
+        return True, None
+    if text.upper() == "NULL":
+        return False, None
+    if text.startswith("'"):
+        return False, text[1:-1]
+    return False, Param(name="default", type=type_).convert(text)
+
+
+def parse_query(path: Path, name: str | None = None) -> QuerySpec:
+    sql = path.read_text(encoding="utf-8")
+    header = []
+    declared: dict[str, Param] = {}
+    for line in sql.splitlines():
+        if not line.startswith("--"):
+            break
+        match = _PARAM_LINE.match(line)
+        if match is None:
+            header.append(line[2:].strip())
+            continue
+        type_ = match["type"].upper()
+        if type_ not in ("VARCHAR", "INTEGER", "DOUBLE", "BOOLEAN"):
+            raise QueryError(f"{path}: parameter {match['name']} has unknown type {type_}")
+        required, default = _literal(match["default"], type_)  # type: ignore[arg-type]
+        declared[match["name"]] = Param(name=match["name"], type=type_, required=required, default=default,
+                                        doc=(match["doc"] or "").strip())
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"{path}: {exc}") from None
+    if len(statements) != 1:
+        raise QueryError(f"{path}: a query file holds exactly one statement, found {len(statements)}")
+    used = statements[0].named_parameters
+    params = tuple(declared.get(n) or Param(name=n) for n in sorted(used | set(declared)))
+    return QuerySpec(name=name or path.stem, path=path, sql=sql, description=" ".join(header).strip(), params=params)
+
+
+def load_query(name_or_path: str | Path) -> QuerySpec:
+    """``NAME`` -> ``sql/NAME.sql``; anything ending in ``.sql`` is a path to the user's own file."""
+    text = str(name_or_path)
+    if text.endswith(".sql"):
+        path = Path(text)
+        if not path.is_file():
+            raise QueryError(f"{path}: no such query file")
+        return parse_query(path)
+    if text in list_queries():
+        return parse_query(SQL_DIR / f"{text}.sql", text)
+    raise QueryError(f"unknown query {text!r}; known queries: {', '.join(list_queries())} "
+                     "(or give the path of your own .sql file)")
+
+
+def connect(runs_dir: Path | str) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the views of ``sql/views.sql`` over ``runs_dir``."""
+    files = runs_files(Path(runs_dir))
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    for table in ANALYSIS_TABLES:
+        paths = [str(anchor_file(table))] + [str(f) for f in files[table]]
+        con.execute(f"SET VARIABLE {table}_files = $files", {"files": paths})  # table: a fixed name, not input
+    con.execute((SQL_DIR / f"{VIEWS}.sql").read_text(encoding="utf-8"))
+    return con
+
+
+def execute(con: duckdb.DuckDBPyConnection, spec: QuerySpec, params: dict[str, Any] | None = None) -> pa.Table:
+    bound = spec.bind(params or {})
+    try:
+        return con.sql(spec.sql, params=bound).to_arrow_table()
+    except duckdb.Error as exc:
+        raise QueryError(f"query {spec.name} ({spec.path}) failed: {exc}") from None
+
+
+def query_table(con: duckdb.DuckDBPyConnection, name: str, **available: Any) -> pa.Table:
+    """A shipped query's result; of ``available``, each parameter the query declares is passed."""
+    spec = load_query(name)
+    declared = {p.name for p in spec.params}
+    return execute(con, spec, {k: v for k, v in available.items() if k in declared})
+
+
+def query_rows(con: duckdb.DuckDBPyConnection, name: str, **available: Any) -> list[dict[str, Any]]:
+    return query_table(con, name, **available).to_pylist()
+
+
+def run_query(name_or_path: str | Path, runs_dir: Path | str, params: dict[str, Any] | None = None) -> pa.Table:
+    """Run a shipped query (``NAME``) or a ``.sql`` file over one sweep or a folder of sweeps."""
+    spec = load_query(name_or_path)
+    spec.bind(params or {})  # parameter errors before any file is read
+    with connect(runs_dir) as con:
+        return execute(con, spec, params)

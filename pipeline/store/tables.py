@@ -1,0 +1,45 @@
+"""The tables analysis reads: the four trajectory tables plus per-request outcomes (depth analysis).
+
+``request_outcomes`` has no writer yet (no τ-bench domain grades each request); its schema is the
+agreed input of ``sql/depth_*.sql``, documented in ``sql/views.sql``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.store.schema import ID_FIELDS, SCHEMAS
+
+REQUEST_OUTCOMES = pa.schema(ID_FIELDS + [
+    pa.field("request", pa.int32()),
+    pa.field("correct", pa.bool_()),
+    pa.field("score", pa.float64()),
+])
+
+ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {**SCHEMAS, "request_outcomes": REQUEST_OUTCOMES}
+ANALYSIS_TABLES: tuple[str, ...] = tuple(ANALYSIS_SCHEMAS)
+
+
+@cache
+def anchor_file(table: str) -> Path:
+    """An empty Parquet file with the table's current schema.
+
+    Read first by every view, so that each column exists (NULL) in runs written before it was added
+    and a table without any file yet still has its columns.
+    """
+    schema = ANALYSIS_SCHEMAS[table]
+    digest = hashlib.sha256(schema.serialize().to_pybytes()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / "flowstate-schemas" / f"{table}-{digest}.parquet"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        pq.write_table(schema.empty_table(), tmp)
+        os.replace(tmp, path)
+    return path

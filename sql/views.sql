@@ -1,0 +1,74 @@
+-- views.sql: the views and macros every query in sql/ relies on.
+--
+-- Base views, one per table (columns: pipeline/store/schema.py; request_outcomes: below):
+--   steps, episodes, transcript, messages, request_outcomes
+-- Each reads the Parquet files listed in the DuckDB variable <table>_files. The query runner
+-- (pipeline/analysis/query.py) sets them to exactly the files that hold finished episodes, once each,
+-- compacted or not (pipeline/analysis/sources.py), plus an empty file that carries the current schema
+-- so that every column exists even in old or empty runs. By hand, globs work too:
+--   SET VARIABLE steps_files = 'runs/<sweep>/steps/**/*.parquet';   -- likewise for each table
+--   .read sql/views.sql
+-- (a glob also sees the rows of unfinished episodes and, right after an interrupted compaction, some
+-- rows twice; the runner's file lists never do).
+-- union_by_name: files written before a column existed read it as NULL.
+-- hive_partitioning = false: every file carries its id columns; the cell=<id> folders are layout only.
+--
+-- request_outcomes (depth analysis, paper Figure 4 / Table 4): one row per graded request of an
+-- episode, for benchmarks that grade each request (subtask) on its own; no τ-bench domain does.
+-- Files: <sweep>/request_outcomes/cell=<cell_id>/<episode_id>.parquet, written before the episode's
+-- episodes row like the other tables. Columns: the id columns of every table (schema_version,
+-- sweep_id, cell_id, cell, episode_id, task_id, trial, benchmark, domain, method, model), then
+--   request  INT32    depth k of the request in its episode, counted from 1
+--   correct  BOOLEAN  whether the request (subtask) was completed correctly
+--   score    DOUBLE   optional partial credit in [0, 1] (NULL when the benchmark has none)
+-- (pyarrow schema: pipeline.store.tables.REQUEST_OUTCOMES).
+
+CREATE OR REPLACE VIEW steps AS
+SELECT * FROM read_parquet(getvariable('steps_files'), union_by_name = true, hive_partitioning = false);
+
+CREATE OR REPLACE VIEW episodes AS
+SELECT * FROM read_parquet(getvariable('episodes_files'), union_by_name = true, hive_partitioning = false);
+
+CREATE OR REPLACE VIEW transcript AS
+SELECT * FROM read_parquet(getvariable('transcript_files'), union_by_name = true, hive_partitioning = false);
+
+-- call_model: the model that answered the call (served_model). Files written before that column was
+-- named hold a second column "model" instead, which DuckDB reads as model_1; call_model is either.
+CREATE OR REPLACE VIEW messages AS
+SELECT *, coalesce(*COLUMNS('^(model_1|served_model)$')) AS call_model
+FROM read_parquet(getvariable('messages_files'), union_by_name = true, hive_partitioning = false);
+
+CREATE OR REPLACE VIEW request_outcomes AS
+SELECT * FROM read_parquet(getvariable('request_outcomes_files'), union_by_name = true, hive_partitioning = false);
+
+-- Episodes that ran to the end, graded or not: everything but infrastructure failures (status
+-- 'failed'), which are excluded from every metric as upstream τ-bench excludes infrastructure_error.
+CREATE OR REPLACE VIEW finished AS
+SELECT * FROM episodes WHERE status <> 'failed';
+
+-- Episodes with a reward: the population of every score. Grading failures (status 'grading_failed',
+-- no reward) are counted by pass_rate.sql, never scored as 0.
+CREATE OR REPLACE VIEW scored AS
+SELECT * FROM episodes WHERE status = 'completed';
+
+-- Share of episodes that achieved a 0/1 component (or the mean of a fraction), where an episode gated
+-- by its termination (graded = false: reward 0, nothing evaluated, TOOLS.md §7.1) counts as 0.
+-- NULL when no episode of the group evaluated the component (e.g. COMMUNICATE on retail's task basis).
+CREATE OR REPLACE MACRO component_rate(component, graded) AS
+    CASE WHEN count(component) > 0 THEN avg(CASE WHEN graded THEN component ELSE 0 END) END;
+
+-- Accuracy by request depth: Acc_k = percentage of episodes (task instances) with at least k graded
+-- requests whose k-th request is correct; R_k = 100 · Acc_k / Acc_1 (NULL when Acc_1 = 0).
+CREATE OR REPLACE VIEW depth_curve AS
+WITH acc AS (
+    SELECT r.benchmark, r.domain, r.method, r.model, r.request AS k,
+           count(*) AS instances,
+           100.0 * avg(CASE WHEN r.correct THEN 1 ELSE 0 END) AS acc_k
+    FROM request_outcomes AS r
+    SEMI JOIN finished AS e ON e.episode_id = r.episode_id AND e.sweep_id = r.sweep_id
+    GROUP BY ALL
+)
+SELECT *,
+       100.0 * acc_k / nullif(max(acc_k) FILTER (WHERE k = 1) OVER (PARTITION BY benchmark, domain, method, model), 0)
+           AS r_k
+FROM acc;

@@ -1,0 +1,67 @@
+"""The analysis subcommands as the main parser will register them."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.analysis.cli import add_commands
+from pipeline.cli import CliError
+from tests.pipeline.analysis.builder import SweepBuilder
+
+
+def run(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="flowstate")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def test_query_as_csv_json_and_parquet(scores_sweep: SweepBuilder, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    runs = str(scores_sweep.sweep_dir)
+    assert run("query", "pass_hat_k", "--runs", runs, "--format", "csv") == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {(r["method"], r["k"]) for r in rows} >= {("full_context", "3"), ("flowstate", "1")}
+    assert run("query", "delta_vs_full_context", "--runs", runs, "--param", "baseline=flowstate", "--format", "json") == 0
+    [delta] = json.loads(capsys.readouterr().out)
+    assert (delta["method"], delta["baseline"]) == ("full_context", "flowstate")
+    out = tmp_path / "tokens.parquet"
+    assert run("query", "tokens", "--runs", runs, "--format", "parquet", "--out", str(out)) == 0
+    assert pq.read_table(out).num_rows == 2
+    assert run("query", "pass_rate", "--runs", runs) == 0
+    assert "full_context" in capsys.readouterr().out
+
+
+def test_user_errors_are_cli_errors(scores_sweep: SweepBuilder, tmp_path: Path) -> None:
+    runs = str(scores_sweep.sweep_dir)
+    with pytest.raises(CliError, match="known queries"):
+        run("query", "nope", "--runs", runs)
+    with pytest.raises(CliError, match="KEY=VALUE"):
+        run("query", "pass_rate", "--runs", runs, "--param", "baseline")
+    with pytest.raises(CliError, match="needs parameter"):
+        (tmp_path / "q.sql").write_text("SELECT $x AS x\n")
+        run("query", str(tmp_path / "q.sql"), "--runs", runs)
+    with pytest.raises(CliError, match="no FlowState results"):
+        run("report", str(tmp_path))
+    with pytest.raises(CliError, match="writes a file"):
+        run("query", "pass_rate", "--runs", runs, "--format", "parquet")
+
+
+def test_compact_report_and_export(scores_sweep: SweepBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("compact", str(scores_sweep.root)) == 0
+    assert "parts" in capsys.readouterr().out
+    assert run("report", str(scores_sweep.sweep_dir), "--out", str(tmp_path / "r.md")) == 0
+    assert (tmp_path / "r.md").read_text().startswith("# FlowState results")
+    capsys.readouterr()
+    assert run("export", "tau2", str(scores_sweep.sweep_dir), "--out", str(tmp_path / "x.json")) == 0
+    assert capsys.readouterr().out.count("wrote ") == 2  # one results file per cell
+    SweepBuilder(tmp_path / "failed").episode(task="1", status="failed", reward=None)
+    with pytest.raises(CliError, match="no scored τ-bench episodes"):
+        run("export", "tau2", str(tmp_path / "failed"), "--out", str(tmp_path / "y.json"))

@@ -1,0 +1,194 @@
+"""Compaction: same answers from every shipped query, crash safety at each step, idempotence, resume."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.analysis import compact as compact_module
+from pipeline.analysis.compact import LOCK_FILE, TMP_PREFIX, CompactionBusyError, compact
+from pipeline.analysis.query import connect, list_queries, query_table
+from pipeline.store.files import PART_PREFIX
+from pipeline.store.tables import ANALYSIS_TABLES
+from tests.pipeline.analysis.builder import SweepBuilder
+from tests.pipeline.analysis.conftest import build_scores_sweep
+from tests.pipeline.analysis.test_metrics import build_depth_sweep
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, 9)
+    if isinstance(value, list):
+        return tuple(_canonical(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _canonical(v)) for k, v in value.items()))
+    return value
+
+
+def rows_seen(runs: Path) -> dict[str, list[Any]]:
+    """Every row of every view, order-free: what every query is computed from (so equal rows mean
+    equal answers; test_every_query_gives_the_same_answer_after_compaction checks that too)."""
+    with connect(runs) as con:
+        return {table: sorted(map(_canonical, con.sql(f"SELECT * FROM {table}").to_arrow_table().to_pylist()), key=repr)
+                for table in ANALYSIS_TABLES}
+
+
+def answers(runs: Path) -> dict[str, list[Any]]:
+    """Every shipped query's rows (order-free, floats rounded) plus every table's full contents."""
+    with connect(runs) as con:
+        out = {name: sorted(map(_canonical, query_table(con, name).to_pylist()), key=repr) for name in list_queries()}
+    return out | rows_seen(runs)
+
+
+def files(sweep: Path) -> list[str]:
+    return sorted(str(p.relative_to(sweep)) for p in sweep.rglob("*") if p.is_file() and p.name != LOCK_FILE)
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    build_scores_sweep(tmp_path)
+    build_depth_sweep(tmp_path)
+    return tmp_path
+
+
+def test_every_query_gives_the_same_answer_after_compaction(runs: Path) -> None:
+    before = answers(runs)
+    small = len(files(runs / "sweep-a"))
+    report = compact(runs / "sweep-a")
+    compact(runs / "sweep-depth")
+    assert report.parts_written == report.partitions_compacted > 0
+    parquet = [f for f in files(runs / "sweep-a") if f.endswith(".parquet")]
+    assert all(Path(f).name.startswith(PART_PREFIX) for f in parquet)
+    assert len(parquet) < small / 3
+    assert answers(runs) == before
+
+
+def test_compaction_is_idempotent(runs: Path) -> None:
+    compact(runs / "sweep-a")
+    layout = files(runs / "sweep-a")
+    again = compact(runs / "sweep-a")
+    assert (again.partitions_compacted, again.files_merged, again.leftovers_removed) == (0, 0, 0)
+    assert files(runs / "sweep-a") == layout
+
+
+def test_new_episodes_after_compaction_are_seen_and_merged(tmp_path: Path) -> None:
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    build_scores_sweep(whole)
+    b = build_scores_sweep(resumed)
+    compact(b.sweep_dir)
+    # a resumed sweep adds episodes after compaction (the same rows in both directories)
+    for builder in (SweepBuilder(whole), b):
+        builder.episode(method="flowstate", task="C", trial=0, reward=1.0, db=1.0, graded=True,
+                        steps=[{"request": 1, "step": 1, "n_proposed_ops": 7}])
+    assert rows_seen(resumed) == rows_seen(whole)
+    compact(b.sweep_dir)
+    assert rows_seen(resumed) == rows_seen(whole)
+    assert all(len(list(d.glob("*.parquet"))) == 1 for d in (b.sweep_dir / "steps").iterdir())
+
+
+def test_unfinished_episode_is_not_merged_and_its_rerun_is_not_duplicated(tmp_path: Path) -> None:
+    b = SweepBuilder(tmp_path)
+    b.episode(task="A", steps=[{"request": 1, "step": 1, "n_proposed_ops": 1}])
+    crashed = b.episode(task="B", steps=[{"request": 1, "step": 1, "n_proposed_ops": 100},
+                                         {"request": 1, "step": 2, "n_proposed_ops": 100}], write_episode_row=False)
+    compact(b.sweep_dir)
+    orphan = b.sweep_dir / "steps" / f"cell={crashed['cell_id']}" / f"{crashed['episode_id']}.parquet"
+    assert orphan.exists()  # left for the re-run to overwrite
+    b.episode(task="B", steps=[{"request": 1, "step": 1, "n_proposed_ops": 2}])  # the re-run finishes
+    with connect(b.sweep_dir) as con:
+        assert con.execute("SELECT count(*), sum(n_proposed_ops) FROM steps").fetchall() == [(2, 3)]
+    compact(b.sweep_dir)
+    with connect(b.sweep_dir) as con:
+        assert con.execute("SELECT count(*), sum(n_proposed_ops) FROM steps").fetchall() == [(2, 3)]
+
+
+def test_crash_before_the_rename_leaves_queries_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = tmp_path
+    sweep = build_scores_sweep(runs).sweep_dir
+    before = rows_seen(runs)
+    layout = files(sweep)
+    real_replace = os.replace
+
+    def crash(src: Any, dst: Any) -> None:
+        if Path(src).name.startswith(TMP_PREFIX):
+            raise KeyboardInterrupt("killed before the rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(compact_module.os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        compact(sweep)
+    monkeypatch.undo()
+    assert files(sweep) == layout
+    # what a SIGKILL at that moment leaves behind: a half-written temporary
+    stale = next((sweep / "steps").iterdir()) / f"{TMP_PREFIX}123.tmp"
+    stale.write_bytes(b"half a parquet file")
+    assert rows_seen(runs) == before
+    report = compact(sweep)
+    assert report.leftovers_removed == 1 and not stale.exists()
+    assert rows_seen(runs) == before
+
+
+def test_crash_after_the_rename_leaves_queries_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed between a part's rename and the deletion of its inputs, or half-way through deleting."""
+    runs = tmp_path
+    sweep = build_scores_sweep(runs).sweep_dir
+    before = rows_seen(runs)
+    real_unlink = Path.unlink
+    deleted = []
+
+    def crash_after_two(self: Path, missing_ok: bool = False) -> None:
+        if self.name.endswith(".parquet") and not self.name.startswith(PART_PREFIX):
+            if len(deleted) == 2:
+                raise KeyboardInterrupt("killed while deleting merged files")
+            deleted.append(self)
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", crash_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        compact(sweep)
+    monkeypatch.undo()
+    leftovers = [f for f in files(sweep) if f.endswith(".parquet") and not Path(f).name.startswith(PART_PREFIX)]
+    parts = [f for f in files(sweep) if Path(f).name.startswith(PART_PREFIX)]
+    assert parts and leftovers  # the part is visible and some merged inputs still exist
+    assert rows_seen(runs) == before  # ... yet every row is seen exactly once
+    report = compact(sweep)
+    assert report.leftovers_removed > 0
+    assert not [f for f in files(sweep) if f.endswith(".parquet") and not Path(f).name.startswith(PART_PREFIX)]
+    assert rows_seen(runs) == before
+
+
+def test_recompaction_replaces_parts_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second compaction merging parts: killed after its new part appeared, before the old ones went."""
+    runs = tmp_path
+    sweep = build_scores_sweep(runs).sweep_dir
+    compact(sweep)
+    SweepBuilder(runs).episode(method="flowstate", task="C", trial=1, reward=0.0, graded=True,
+                               steps=[{"request": 1, "step": 1, "n_proposed_ops": 3}])
+    before = rows_seen(runs)
+    real_unlink = Path.unlink
+
+    def keep_everything(self: Path, missing_ok: bool = False) -> None:
+        if self.name.endswith(".parquet"):
+            raise KeyboardInterrupt("killed before deleting anything")
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", keep_everything)
+    with pytest.raises(KeyboardInterrupt):
+        compact(sweep)
+    monkeypatch.undo()
+    cell_dirs = [d for d in (sweep / "steps").iterdir() if len(list(d.glob(f"{PART_PREFIX}*"))) > 1]
+    assert cell_dirs  # an old part and the new one that replaces it, side by side
+    assert rows_seen(runs) == before
+    compact(sweep)
+    assert rows_seen(runs) == before
+
+
+def test_one_compaction_at_a_time(tmp_path: Path) -> None:
+    sweep = build_scores_sweep(tmp_path).sweep_dir
+    with compact_module._exclusive(sweep), pytest.raises(CompactionBusyError, match="another compaction"):
+        compact(sweep)
+    assert compact(sweep).parts_written > 0  # the lock is released

@@ -1,0 +1,54 @@
+"""The report: the paper's table layouts, paired bootstrap intervals, figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.analysis.report import build_report
+from pipeline.analysis.stats import paired_bootstrap
+from tests.pipeline.analysis.builder import SweepBuilder
+from tests.pipeline.analysis.test_metrics import build_depth_sweep
+
+
+def test_report_tables_and_figures(scores_sweep: SweepBuilder, tmp_path: Path) -> None:
+    build_depth_sweep(scores_sweep.root)
+    # a second FlowState variant on the same tasks makes an ablation table
+    for task, trial, reward in (("A", 0, 1.0), ("B", 0, 0.0)):
+        scores_sweep.episode(method="flowstate-no-psa", task=task, trial=trial, reward=reward, db=reward, graded=True,
+                             agent_prompt_tokens=2000, agent_completion_tokens=200)
+    report = build_report(scores_sweep.root, tmp_path / "out" / "report.md")
+    text = report.markdown.read_text()
+    lines = text.splitlines()
+    header = next(l for l in lines if l.startswith("| Model | Method | Airline PR"))
+    assert header == "| Model | Method | Airline PR | Airline DB | Airline Act. | Airline #Tok |"
+    assert "| m1 | full_context | 55.6 | 66.7 | 22.2 | 9.90K |" in lines  # 5/9, 6/9, 2/9, 9 × 1100
+    assert "| m1 | flowstate | 66.7 | 83.3 | 50.0 | 3.98K |" in lines
+    delta = next(l for l in lines if l.startswith("| m1 | Δ flowstate vs. full_context"))
+    assert delta == "| m1 | Δ flowstate vs. full_context | +33.3 | +33.3 | +16.7 | −44.70% |"
+    # Table 3 lists both variants; Table 4 the depth retention of memarena/shop
+    assert "## Table 3: variants" in text and "| taubench | airline | m1 | flowstate-no-psa | 50.0 |" in text
+    table4 = text[text.index("## Table 4"):]
+    assert "| Model | Method | shop nAUC ↑ | shop DR ↓ |" in table4
+    assert "| m1 | Y | 100 | 0 |" in table4
+    # paired intervals: flowstate − full_context over the six (task, trial) pairs both ran
+    pair_line = next(l for l in lines if l.startswith("| taubench | airline | m1 | flowstate |"))
+    assert "| 6 | +33.3 |" in pair_line
+    assert "10,000 bootstrap resamples" in text
+    assert [f.name for f in report.figures] == ["report_fig3_tokens.png", "report_fig4_depth.png"]
+    for figure in report.figures:
+        assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({figure.name})" in text
+
+
+def test_paired_bootstrap_matches_the_normal_approximation() -> None:
+    differences = np.tile([-1.0, 1.0], 500)  # mean 0, standard deviation 1, n = 1000
+    ci = paired_bootstrap(differences)
+    half_width = 1.96 / np.sqrt(1000)
+    assert ci.n == 1000 and ci.mean == 0.0
+    assert ci.low == pytest.approx(-half_width, abs=0.01)
+    assert ci.high == pytest.approx(half_width, abs=0.01)
+    assert paired_bootstrap(differences) == ci  # fixed seed: the same interval every time
+    constant = paired_bootstrap([50.0] * 7)
+    assert (constant.low, constant.mean, constant.high) == (50.0, 50.0, 50.0)

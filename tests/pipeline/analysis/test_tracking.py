@@ -1,0 +1,138 @@
+"""MLflow tracking, read back through MLflow's own API against a sqlite store in a temporary folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pytest
+from mlflow import MlflowClient
+
+from pipeline.analysis.tracking import CELL_TAG, PARENT_TAG, SWEEP_TAG, TrackingResult, log_sweep
+from tests.pipeline.analysis.builder import SweepBuilder
+from tests.pipeline.analysis.conftest import build_scores_sweep
+
+EXPERIMENT = "flowstate-test"
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("tracking")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    builder = build_scores_sweep(root / "runs")
+    (builder.root / "job.yaml").write_text("name: test-job\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)  # MLflow's default artifact root is relative to the working directory
+        first = log_sweep(builder.sweep_dir, experiment=EXPERIMENT, tracking_uri=uri)
+        second = log_sweep(builder.sweep_dir, experiment=EXPERIMENT, tracking_uri=uri)
+        previous = mlflow.get_tracking_uri()
+        mlflow.set_tracking_uri(uri)
+        try:
+            yield {"first": first, "second": second, "uri": uri, "builder": builder, "root": root,
+                   "client": MlflowClient(uri)}
+        finally:
+            mlflow.set_tracking_uri(previous)
+
+
+def _runs(uri: str) -> list[Any]:
+    return mlflow.search_runs(experiment_names=[EXPERIMENT], output_format="list")
+
+
+def test_parent_and_child_runs(logged: dict[str, Any]) -> None:
+    first: TrackingResult = logged["first"]
+    runs = _runs(logged["uri"])
+    parents = [r for r in runs if PARENT_TAG not in r.data.tags]
+    children = [r for r in runs if r.data.tags.get(PARENT_TAG) == first.parent_run_id]
+    assert [p.info.run_id for p in parents] == [first.parent_run_id]
+    assert len(children) == 2 == len(first.child_run_ids)
+    fs = next(c for c in children if c.data.tags["method"] == "flowstate")
+    assert (fs.data.tags["benchmark"], fs.data.tags["domain"], fs.data.tags["model"]) == ("taubench", "airline", "m1")
+    assert fs.info.run_name == "taubench.airline.flowstate.m1"
+    assert first.child_run_ids[fs.data.tags[CELL_TAG]] == fs.info.run_id
+
+
+def test_parent_params_tags_and_manifest(logged: dict[str, Any]) -> None:
+    parent = logged["client"].get_run(logged["first"].parent_run_id)
+    params = parent.data.params
+    assert (params["job_name"], params["sweep_id"], params["code_version"]) == ("test-job", "sweep-a", "abc123")
+    assert params["versions.duckdb"] == "2.0"
+    assert params["deployment.m1.engine"] == "scripted"
+    assert parent.data.tags[SWEEP_TAG] == "sweep-a"
+    assert parent.data.tags["flowstate.parquet_path"] == str(logged["builder"].sweep_dir.resolve())
+    manifest = json.loads((logged["builder"].sweep_dir / "manifest.json").read_text())
+    assert manifest["mlflow_run_id"] == logged["first"].parent_run_id
+
+
+def test_child_metrics_come_from_the_sql(logged: dict[str, Any]) -> None:
+    client: MlflowClient = logged["client"]
+    by_method = {client.get_run(r).data.tags["method"]: client.get_run(r).data.metrics
+                 for r in logged["first"].child_run_ids.values()}
+    fc, fs = by_method["full_context"], by_method["flowstate"]
+    assert fc["pass_rate"] == pytest.approx(5 / 9)
+    assert fc["pass_hat_2"] == pytest.approx(4 / 9)
+    assert fc["tokens.tokens"] == 9900
+    assert fs["vs_baseline.d_pass_rate"] == pytest.approx(100 / 3)
+    assert fs["isu.acceptance_rate"] == pytest.approx(0.5)
+    assert fs["psa.mean_distance"] == pytest.approx((1 + 1 + 1 + 2) / 4)
+    run_id = logged["first"].child_run_ids[next(iter(logged["first"].child_run_ids))]
+    assert client.get_metric_history(run_id, "pass_rate")[0].step in (7, 9)  # finished episodes of the cell
+
+
+def test_artifacts(logged: dict[str, Any]) -> None:
+    client: MlflowClient = logged["client"]
+    parent = logged["first"].parent_run_id
+    listed = {f.path for folder in ("config", "summary", "report") for f in client.list_artifacts(parent, folder)}
+    assert {"config/resolved_job.json", "config/manifest.json", "config/job.yaml"} <= listed
+    assert {"summary/pass_rate.md", "summary/pass_rate.csv", "summary/tokens.csv"} <= listed
+    assert "report/report.md" in listed and any(p.endswith(".png") for p in listed)
+    local = Path(client.download_artifacts(parent, "summary/pass_rate.csv", str(logged["root"])))
+    assert "full_context" in local.read_text()
+
+
+def test_traces_hold_one_span_per_step(logged: dict[str, Any]) -> None:
+    first: TrackingResult = logged["first"]
+    assert first.traces_logged == 6  # 3 samples in each cell
+    total = 0
+    for run_id in first.child_run_ids.values():
+        traces = mlflow.search_traces(locations=[first.experiment_id], run_id=run_id, return_type="list")
+        total += len(traces)
+        for trace in traces:
+            if trace.info.tags.get("flowstate.episode_id") == logged["builder"].ids(
+                    domain="airline", method="flowstate", model="m1", task="A", trial=0)["episode_id"]:
+                names = [s.name for s in trace.data.spans]
+                assert sum(n.startswith("request ") for n in names) == 4  # the episode's 4 steps
+                assert names.count("model call") == 4 and names.count("ISU") == 3  # step 4 proposed nothing
+                assert names.count("PSA") == 2 and "get_user_details" in names
+                llm = next(s for s in trace.data.spans if s.name == "model call")
+                assert llm.inputs == {"messages": [{"role": "user", "content": "hi"}]}
+                assert llm.outputs == {"completion": "completion 0"}
+    assert total == 6
+
+
+def test_relogging_duplicates_nothing(logged: dict[str, Any]) -> None:
+    first, second = logged["first"], logged["second"]
+    assert second.parent_run_id == first.parent_run_id
+    assert second.child_run_ids == first.child_run_ids
+    assert (second.metrics_logged, second.traces_logged) == (0, 0)
+    assert len(_runs(logged["uri"])) == 3
+    client: MlflowClient = logged["client"]
+    for run_id in first.child_run_ids.values():
+        assert len(client.get_metric_history(run_id, "pass_rate")) == 1
+
+
+def test_relogging_after_more_episodes_updates_metrics(logged: dict[str, Any]) -> None:
+    builder: SweepBuilder = logged["builder"]
+    builder.episode(method="full_context", task="D", trial=0, reward=0.0, db=0.0, graded=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(logged["root"])
+        third = log_sweep(builder.sweep_dir, experiment=EXPERIMENT, tracking_uri=logged["uri"])
+    assert third.child_run_ids == logged["first"].child_run_ids
+    fc_run = next(r for r in third.child_run_ids.values()
+                  if logged["client"].get_run(r).data.tags["method"] == "full_context")
+    history = logged["client"].get_metric_history(fc_run, "pass_rate")
+    assert [round(m.value, 6) for m in sorted(history, key=lambda m: m.step)] == [round(5 / 9, 6), round(5 / 10, 6)]
+    assert len(_runs(logged["uri"])) == 3
+    assert third.traces_logged == 0  # already 3 samples in each cell
