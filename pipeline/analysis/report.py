@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from pydantic import BaseModel
 
 from pipeline.analysis import plots
@@ -177,10 +178,19 @@ def figure3_points(scores: list[Row], deltas: list[Row], baseline: str) -> list[
     return points
 
 
+def resolve_baseline(con: duckdb.DuckDBPyConnection, wanted: str) -> str:
+    """The baseline's method label: ``wanted`` itself, else the one label of its family
+    (``full_context-json`` when Full Context ran only on the JSON protocol)."""
+    labels = {row[0] for row in con.sql("SELECT DISTINCT method FROM episodes").fetchall()}
+    family = sorted(label for label in labels if label.startswith(f"{wanted}-"))
+    return family[0] if wanted not in labels and len(family) == 1 else wanted
+
+
 def build_report(runs_dir: Path | str, out_md: Path | str, *, baseline: str = BASELINE) -> Report:
     """Write the report (markdown) and its figures (PNG, next to it)."""
     runs_dir, out_md = Path(runs_dir), Path(out_md)
     with connect(runs_dir) as con:
+        baseline = resolve_baseline(con, baseline)
         scores = query_rows(con, "pass_rate")
         tokens = query_rows(con, "tokens")
         deltas = query_rows(con, "delta_vs_full_context", baseline=baseline)

@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 from pipeline.analysis.formats import to_csv, to_markdown
 from pipeline.analysis.query import connect, list_queries, load_query, query_rows, query_table
-from pipeline.analysis.report import BASELINE, build_report
+from pipeline.analysis.report import BASELINE, build_report, resolve_baseline
 from pipeline.analysis.traces import CELL_TAG, EPISODE_TAG, episode_rows, log_episode_trace
 from pipeline.manifest import MANIFEST, read_manifest
 
@@ -236,6 +236,7 @@ def log_sweep(sweep_dir: Path | str, *, experiment: str | None = None, tracking_
     uri = tracking_uri or tracking.get("tracking_uri")  # else MLFLOW_TRACKING_URI, else MLflow's default
     with _tracking_uri(uri) as active_uri, connect(sweep_dir) as con:
         client = MlflowClient(active_uri)
+        baseline = resolve_baseline(con, baseline)
         experiment_id = _experiment_id(client, experiment)
         parent = _parent_run(client, experiment_id, manifest["sweep_id"], manifest.get("mlflow_run_id"))
         parent_id = parent.info.run_id

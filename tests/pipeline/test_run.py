@@ -8,7 +8,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -144,21 +147,28 @@ def test_a_server_returning_garbage_is_the_models_failure_not_the_pipelines(ray_
     assert all(r[2] == r[3] > 0 for r in rows)
 
 
-def test_killing_the_driver_then_running_again_resumes_without_duplicates(ray_local, tmp_path):
+@contextmanager
+def driver_in_a_subprocess(tmp_path: Path, *, until_done: int, **popen: Any) -> Iterator[tuple[Path, Path, subprocess.Popen]]:
+    """``flowstate run`` of a 16-episode oracle job (over a 200 ms HTTP server) in its own process,
+    yielded once ``until_done`` episodes have finished: (job file, sweep dir, driver process)."""
     probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m"})
-    episodes = expand(load_job(probe)).by_id
-    with StubServer(OracleResponder(episodes), delay_s=0.2) as stub:
+    with StubServer(OracleResponder(expand(load_job(probe)).by_id), delay_s=0.2) as stub:
         job = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": stub.url, "model": "m",
                                                     "check_schema_enforcement": False},
                         execution={"concurrency": 2})
         sweep_dir = tmp_path / "runs" / expand(load_job(job)).sweep_id
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
         driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", str(job), "--out", str(tmp_path / "runs")],
-                                  cwd=REPO_ROOT, env=env, start_new_session=True,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  cwd=REPO_ROOT, env=env, **popen)
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len(list(sweep_dir.glob("episodes/**/*.parquet"))) < 3:
+        while time.monotonic() < deadline and len(list(sweep_dir.glob("episodes/**/*.parquet"))) < until_done:
             time.sleep(0.2)
+        yield job, sweep_dir, driver
+
+
+def test_killing_the_driver_then_running_again_resumes_without_duplicates(ray_local, tmp_path):
+    with driver_in_a_subprocess(tmp_path, until_done=3, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as (job, sweep_dir, driver):
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
         # Ray workers of the killed driver may finish an episode in flight before they notice: wait
@@ -178,19 +188,8 @@ def test_killing_the_driver_then_running_again_resumes_without_duplicates(ray_lo
 
 
 def test_ctrl_c_stops_cleanly_keeps_what_is_finished_and_resumes(ray_local, tmp_path):
-    probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m"})
-    episodes = expand(load_job(probe)).by_id
-    with StubServer(OracleResponder(episodes), delay_s=0.2) as stub:
-        job = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": stub.url, "model": "m",
-                                                    "check_schema_enforcement": False},
-                        execution={"concurrency": 2})
-        sweep_dir = tmp_path / "runs" / expand(load_job(job)).sweep_id
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", str(job), "--out", str(tmp_path / "runs")],
-                                  cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len(list(sweep_dir.glob("episodes/**/*.parquet"))) < 2:
-            time.sleep(0.2)
+    with driver_in_a_subprocess(tmp_path, until_done=2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True) as (job, sweep_dir, driver):
         driver.send_signal(signal.SIGINT)
         output, _ = driver.communicate(timeout=120)
         assert driver.returncode == 130, output

@@ -52,3 +52,14 @@ def test_paired_bootstrap_matches_the_normal_approximation() -> None:
     assert paired_bootstrap(differences) == ci  # fixed seed: the same interval every time
     constant = paired_bootstrap([50.0] * 7)
     assert (constant.low, constant.mean, constant.high) == (50.0, 50.0, 50.0)
+
+
+def test_the_baseline_is_found_under_its_protocol_label(tmp_path: Path) -> None:
+    """A job that ran Full Context only on the JSON protocol labels it ``full_context-json``."""
+    b = SweepBuilder(tmp_path / "runs")
+    for method, reward, tokens in (("full_context-json", 0.0, 1000), ("flowstate-json", 1.0, 600)):
+        b.episode(method=method, task="A", reward=reward, db=reward, graded=True, agent_prompt_tokens=tokens,
+                  agent_completion_tokens=0)
+    text = build_report(b.root, tmp_path / "report.md").markdown.read_text()
+    assert "baseline: `full_context-json`" in text
+    assert "| m1 | Δ flowstate-json vs. full_context-json | +100.0 | +100.0 | – | −40.00% |" in text.splitlines()
