@@ -149,6 +149,7 @@ def main() -> None:
     print(machine())
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{folder / 'mlflow.db'}"  # not the user's store
         overhead_us, eps_in_process = step_overhead(folder)
         rows_per_s = parquet_rows_per_s(folder)
         print(f"pipeline overhead per agent step (in-process oracle, 16 in flight): {overhead_us:,.0f} µs "

@@ -42,14 +42,14 @@ def figures(sweep_dir: Path) -> list[tuple]:
     steps = str(sweep_dir / "steps" / "**" / "*.parquet")
     episodes = str(sweep_dir / "episodes" / "**" / "*.parquet")
     return duckdb.sql(f"""
-        WITH window AS (SELECT epoch(max(finished_at)) - epoch(min(started_at)) AS seconds
+        WITH wall AS (SELECT epoch(max(finished_at)) - epoch(min(started_at)) AS seconds
                         FROM read_parquet('{episodes}', hive_partitioning = false))
         SELECT method, count(*) AS calls,
-               count(*) / any_value(window.seconds) AS calls_per_s,
+               count(*) / any_value(wall.seconds) AS calls_per_s,
                avg(prompt_tokens) AS prompt, avg(completion_tokens) AS completion,
                sum(cached_tokens_estimate) / sum(prompt_tokens) AS cached_share_est,
                avg(CASE WHEN n_parse_errors > 0 THEN 1 ELSE 0 END) AS parse_error_rate
-        FROM read_parquet('{steps}', hive_partitioning = false), window
+        FROM read_parquet('{steps}', hive_partitioning = false), wall
         GROUP BY method ORDER BY method""").fetchall()
 
 
@@ -64,6 +64,7 @@ def main() -> None:
     print(machine())
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{Path(tmp) / 'mlflow.db'}"  # not the user's store
         for protocol in ("json", "tagged"):
             result = run_sweep(variant(Path(tmp), protocol, args.tasks), out=Path(tmp) / "runs")
             rows += figures(result.sweep_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,15 +71,26 @@ def outcome_rows(outcome: EpisodeOutcome, *, attempts: int, code_version: str) -
         for i, m in enumerate(outcome.transcript)
     ]
     by_step = {(s.request, s.step): s for s in result.steps}
+    # Rows in call order: the user simulator's i-th call writes the message that opens request i+1
+    # (its last one may end the conversation), the agent's calls of that request follow, the judge
+    # grades after the conversation.
+    order: list[tuple[float, int, int]] = []
     messages = []
     for ex in result.exchanges:
+        order.append((ex.request, 1, ex.step))
         s = by_step[(ex.request, ex.step)]
         messages.append({**ids, "caller": "agent", "request": ex.request, "step": ex.step,
                          "prompt_json": _json([m.model_dump() for m in ex.messages]), "completion": ex.completion,
                          "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
                          "cached_tokens": s.cached_tokens, "cached_tokens_estimate": s.cached_tokens_estimate,
                          "latency_s": s.latency_s, "served_model": s.served_model, "served_by": s.served_by})
-    for call in outcome.calls:
+    user_calls = 0
+    for i, call in enumerate(outcome.calls):
+        if call.caller == "user_simulator":
+            user_calls += 1
+            order.append((user_calls, 0, i))
+        else:
+            order.append((math.inf, 2, i))
         u = call.completion.usage
         messages.append({**ids, "caller": call.caller, "request": None, "step": None,
                          "prompt_json": _json([m.model_dump() for m in call.messages]), "completion": call.completion.text,
@@ -86,6 +98,7 @@ def outcome_rows(outcome: EpisodeOutcome, *, attempts: int, code_version: str) -
                          "cached_tokens": u.cached_tokens, "cached_tokens_estimate": u.cached_tokens_estimate,
                          "latency_s": call.completion.latency_s, "served_model": call.completion.model,
                          "served_by": call.completion.served_by})
+    messages = [row for _, row in sorted(zip(order, messages, strict=True), key=lambda pair: pair[0])]
     for seq, row in enumerate(messages):
         row["seq"] = seq
 

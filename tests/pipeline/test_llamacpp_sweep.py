@@ -67,6 +67,13 @@ def test_flowstate_and_full_context_episodes_with_real_token_counts(ray_local, t
     assert all(c[1] > 0 and c[2] > 0 and c[3] is None and c[5].startswith("http://127.0.0.1:") for c in calls)
     agent = [c for c in calls if c[0] == "agent"]
     assert max(c[4] for c in agent) > 500  # later calls share the system prompt with the previous one
+    # messages are in call order: the user simulator opens each request, the agent's calls follow
+    ordered = sorted(rows(result.sweep_dir, "messages", "episode_id, seq, caller, request"))
+    for episode in {r[0] for r in ordered}:
+        user_messages = 0
+        for _, _, caller, request in (r for r in ordered if r[0] == episode):
+            user_messages += caller == "user_simulator"
+            assert caller == "user_simulator" or request == user_messages
     # The server's grammar enforces the JSON protocol: an output fails to parse only when the
     # completion limit cut it off mid-object.
     broken = rows(result.sweep_dir, "steps", "finish_reason",
