@@ -19,7 +19,6 @@ from rich.table import Table
 from pipeline.analysis.catalog import Format
 
 
-
 def cell_text(value: Any, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
