@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import time
-from functools import cache
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict

@@ -33,6 +33,7 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, Run
 from mlflow.exceptions import MlflowException
+from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 from pydantic import BaseModel
 
 from pipeline.analysis.formats import to_csv, to_markdown
@@ -63,13 +64,14 @@ class TrackingResult(BaseModel):
 
 @contextmanager
 def _tracking_uri(uri: str | None) -> Iterator[str]:
-    """MLflow's trace exporter follows the global tracking URI, so set it for the duration."""
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(uri or previous)
-    try:
+    """MLflow's trace exporter follows the global tracking URI, so an explicit one is set for the
+    duration. Without one the global is left alone: setting it back to the resolved value would pin
+    it and hide a later change of ``MLFLOW_TRACKING_URI`` (MLflow's own helper restores it unset)."""
+    if uri is None:
         yield mlflow.get_tracking_uri()
-    finally:
-        mlflow.set_tracking_uri(previous)
+        return
+    with _use_tracking_uri(uri):
+        yield mlflow.get_tracking_uri()
 
 
 def _experiment_id(client: MlflowClient, name: str) -> str:

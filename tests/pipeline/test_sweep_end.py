@@ -76,3 +76,19 @@ def test_the_oracle_sweep_is_in_mlflow(oracle_sweep: Path, mlflow_store: str) ->
     spans = [s.name for t in traces for s in t.data.spans]
     steps = sum(r["steps"] for r in run_query("active_state", oracle_sweep).to_pylist())
     assert spans.count("model call") == steps > 0  # one span per model call of each sampled episode
+
+
+def test_a_tracking_store_that_fails_loses_nothing(oracle_sweep: Path, tmp_path, monkeypatch) -> None:
+    import shutil
+
+    sweep_dir = tmp_path / oracle_sweep.name
+    shutil.copytree(oracle_sweep, sweep_dir)
+    before = answers(sweep_dir)
+    (tmp_path / "a-file").write_text("")  # a store MLflow cannot create: its folder is a file
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}")
+    result = launch.SweepResult(sweep_id=sweep_dir.name, sweep_dir=sweep_dir, episodes=8, skipped=0, completed=8,
+                                failed=0, grading_failed=0, interrupted=False, duration_s=1.0)
+    launch._finish(result, Console())
+    [error] = result.finish_errors
+    assert error.startswith("MLflow logging failed") and f"flowstate track {sweep_dir}" in error
+    assert result.mlflow_run_id is None and answers(sweep_dir) == before
