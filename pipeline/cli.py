@@ -38,16 +38,18 @@ def _trace_replay(args: argparse.Namespace) -> int:
 
 # -- run ---------------------------------------------------------------------------------------
 def _run(args: argparse.Namespace) -> int:
-    from pipeline.benchmarks.taubench import TauBenchDataError
-    from pipeline.launch import run_sweep
-    from pipeline.yaml_errors import ConfigError
-
     import signal
 
     from rich.console import Console
 
-    # SIGTERM (a scheduler, `kill`) stops like Ctrl-C: finished episodes kept, servers stopped.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    from pipeline.benchmarks.taubench import TauBenchDataError
+    from pipeline.launch import run_sweep
+    from pipeline.runner import request_stop
+    from pipeline.yaml_errors import ConfigError
+
+    # Ctrl-C and SIGTERM (a scheduler, `kill`) stop cleanly: finished episodes kept, servers stopped.
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
     try:
         result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,15 @@ from pipeline.store.writer import write_episode
 from pipeline.sweep import EpisodeSpec, Sweep
 
 POLL_S = 0.5
+# Set by ``request_stop``; the dispatch loop checks it, so a stop request is never lost even when
+# the KeyboardInterrupt it raises lands inside library code that swallows it.
+STOP_REQUESTED = threading.Event()
+
+
+def request_stop(signum: int, frame: Any) -> None:
+    """Signal handler for Ctrl-C and SIGTERM: stop cleanly, keeping finished episodes."""
+    STOP_REQUESTED.set()
+    raise KeyboardInterrupt
 METER_EVERY_S = 2.0
 
 
@@ -160,6 +170,8 @@ class Dispatcher:
         queue: list[tuple[EpisodeSpec, int]] = [(spec, 1) for spec in todo]
         try:
             while queue or self.in_flight:
+                if STOP_REQUESTED.is_set():
+                    raise KeyboardInterrupt
                 while queue and len(self.in_flight) < self.job.execution.concurrency:
                     spec, attempt = queue.pop(0)
                     self._submit(spec, attempt)
