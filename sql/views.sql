@@ -4,7 +4,7 @@
 --   steps, episodes, transcript, messages, request_outcomes
 -- Each reads the Parquet files listed in the DuckDB variable <table>_files. The query runner
 -- (pipeline/analysis/query.py) sets them to exactly the files that hold finished episodes, once each,
--- compacted or not (pipeline/analysis/sources.py), plus an empty file that carries the current schema
+-- compacted or not (pipeline/store/files.py), plus an empty file that carries the current schema
 -- so that every column exists even in old or empty runs. By hand, globs work too:
 --   SET VARIABLE steps_files = 'runs/<sweep>/steps/**/*.parquet';   -- likewise for each table
 --   .read sql/views.sql
