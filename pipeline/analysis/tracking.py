@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -65,13 +66,18 @@ class TrackingResult(BaseModel):
 @contextmanager
 def _tracking_uri(uri: str | None) -> Iterator[str]:
     """MLflow's trace exporter follows the global tracking URI, so an explicit one is set for the
-    duration. Without one the global is left alone: setting it back to the resolved value would pin
-    it and hide a later change of ``MLFLOW_TRACKING_URI`` (MLflow's own helper restores it unset)."""
+    duration, then the global and ``MLFLOW_TRACKING_URI`` are put back exactly as they were (setting
+    the resolved value back would pin the global and hide a later change of the variable)."""
     if uri is None:
         yield mlflow.get_tracking_uri()
         return
-    with _use_tracking_uri(uri):
-        yield mlflow.get_tracking_uri()
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    try:
+        with _use_tracking_uri(uri):
+            yield mlflow.get_tracking_uri()
+    finally:  # restoring an unset global also unsets the environment variable: put it back
+        if env is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = env
 
 
 def _experiment_id(client: MlflowClient, name: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,15 +27,17 @@ def logged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     (builder.root / "job.yaml").write_text("name: test-job\n")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)  # MLflow's default artifact root is relative to the working directory
+        before = (os.environ.get("MLFLOW_TRACKING_URI"), mlflow.get_tracking_uri())
         first = log_sweep(builder.sweep_dir, experiment=EXPERIMENT, tracking_uri=uri)
         second = log_sweep(builder.sweep_dir, experiment=EXPERIMENT, tracking_uri=uri)
-        previous = mlflow.get_tracking_uri()
-        mlflow.set_tracking_uri(uri)
-        try:
-            yield {"first": first, "second": second, "uri": uri, "builder": builder, "root": root,
-                   "client": MlflowClient(uri)}
-        finally:
-            mlflow.set_tracking_uri(previous)
+        after = (os.environ.get("MLFLOW_TRACKING_URI"), mlflow.get_tracking_uri())
+        mp.setenv("MLFLOW_TRACKING_URI", uri)  # for mlflow.search_* below; put back afterwards
+        yield {"first": first, "second": second, "uri": uri, "builder": builder, "root": root,
+               "client": MlflowClient(uri), "before": before, "after": after}
+
+
+def test_an_explicit_uri_leaves_the_callers_store_alone(logged: dict[str, Any]) -> None:
+    assert logged["after"] == logged["before"] and logged["before"][1] != logged["uri"]
 
 
 def _runs(uri: str) -> list[Any]:
