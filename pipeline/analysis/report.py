@@ -188,17 +188,21 @@ def resolve_baseline(con: duckdb.DuckDBPyConnection, wanted: str) -> str:
 
 def build_report(runs_dir: Path | str, out_md: Path | str, *, baseline: str = BASELINE) -> Report:
     """Write the report (markdown) and its figures (PNG, next to it)."""
-    runs_dir, out_md = Path(runs_dir), Path(out_md)
     with connect(runs_dir) as con:
-        baseline = resolve_baseline(con, baseline)
-        scores = query_rows(con, "pass_rate")
-        tokens = query_rows(con, "tokens")
-        deltas = query_rows(con, "delta_vs_full_context", baseline=baseline)
-        pairs = query_rows(con, "paired_outcomes", baseline=baseline)
-        pass_hat = query_rows(con, "pass_hat_k")
-        retention = query_rows(con, "depth_retention")
-        depth = query_rows(con, "depth_accuracy")
-        internals = internals_table(query_rows(con, "isu_ops"), query_rows(con, "psa"), query_rows(con, "parse_errors"))
+        return write_report(con, Path(runs_dir), Path(out_md), baseline=baseline)
+
+
+def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *, baseline: str = BASELINE) -> Report:
+    """The report from an open connection over ``runs_dir`` (whose views it queries)."""
+    baseline = resolve_baseline(con, baseline)
+    scores = query_rows(con, "pass_rate")
+    tokens = query_rows(con, "tokens")
+    deltas = query_rows(con, "delta_vs_full_context", baseline=baseline)
+    pairs = query_rows(con, "paired_outcomes", baseline=baseline)
+    pass_hat = query_rows(con, "pass_hat_k")
+    retention = query_rows(con, "depth_retention")
+    depth = query_rows(con, "depth_accuracy")
+    internals = internals_table(query_rows(con, "isu_ops"), query_rows(con, "psa"), query_rows(con, "parse_errors"))
     sweeps = ", ".join(d.name for d in sweep_dirs(runs_dir))
     figures: list[Path] = []
     parts = [

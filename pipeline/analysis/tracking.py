@@ -39,7 +39,7 @@ from pydantic import BaseModel
 
 from pipeline.analysis.formats import to_csv, to_markdown
 from pipeline.analysis.query import connect, list_queries, load_query, query_rows, query_table
-from pipeline.analysis.report import BASELINE, build_report, resolve_baseline
+from pipeline.analysis.report import BASELINE, resolve_baseline, write_report
 from pipeline.analysis.traces import CELL_TAG, EPISODE_TAG, episode_rows, log_episode_trace
 from pipeline.manifest import MANIFEST, read_manifest
 
@@ -194,7 +194,7 @@ def _log_artifacts(client: MlflowClient, run_id: str, sweep_dir: Path, manifest:
             table = query_table(con, name, baseline=baseline)
             (summary / f"{name}.md").write_text(f"# {name}\n\n{load_query(name).description}\n\n{to_markdown(table)}")
             (summary / f"{name}.csv").write_text(to_csv(table))
-        build_report(sweep_dir, root / "report" / "report.md", baseline=baseline)
+        write_report(con, sweep_dir, root / "report" / "report.md", baseline=baseline)
         for folder in ("config", "summary", "report"):
             client.log_artifacts(run_id, str(root / folder), artifact_path=folder)
 
