@@ -3,25 +3,35 @@
 The method as a pure library: typed state nodes (:mod:`flowstate.state`), the Persistent State
 Repository and its index (:mod:`flowstate.repository`), the execution rules
 (:mod:`flowstate.rules`), ISU/PSA/Persist (:mod:`flowstate.runtime`), the output protocol
-(:mod:`flowstate.protocol`), the prompt templates (:mod:`flowstate.prompts`), FlowState and
-Full Context behind one interface (:mod:`flowstate.methods`) and Algorithm 1
+(:mod:`flowstate.protocol`), the prompt templates (:mod:`flowstate.prompts`), the methods behind
+one session interface and registered by name (:mod:`flowstate.methods`) and Algorithm 1
 (:mod:`flowstate.loop`). No Ray, no MLflow, no files: JSON in, JSON out.
 """
 
-from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Policy, TokenUsage
-from flowstate.environment import Environment, ToolCall, ToolResult
-from flowstate.loop import EpisodeResult, EpisodeRunner, LoopLimits, estimate_tokens, run_episode
+from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Embedder, Embeddings, Policy, TokenUsage
+from flowstate.environment import Environment, RequestEnd, ToolCall, ToolResult
+from flowstate.loop import EpisodeResult, LoopLimits, StepRunner, estimate_tokens, run_episode
 from flowstate.methods import (
+    METHODS,
+    Capability,
+    FlowStateOptions,
     FlowStateSession,
+    FullContextOptions,
     FullContextSession,
-    MethodName,
+    MethodCallers,
     MethodOptions,
+    MethodPlugin,
     MethodSession,
+    method_options,
+    method_plugin,
     new_session,
+    register_method,
+    render_trajectory,
 )
 from flowstate.prompts import TaskPrompt
 from flowstate.protocol import ParsedOutput, ProtocolMode, parse_output, protocol_schema
-from flowstate.records import ModelExchange, StepRecord
+from flowstate.records import MethodRecord, ModelExchange, RequestOutcome, RequestStart, StepClock, StepRecord
+from flowstate.registry import Registry, UnknownPluginError
 from flowstate.repository import IndexEntry, Repository, RepositoryExport, RequestRecord
 from flowstate.rules import Reason, Rejection
 from flowstate.runtime import FlowStateRuntime, Observation, StepEffects
@@ -41,12 +51,14 @@ from flowstate.state import (
 from flowstate.trace import Trace, replay_trace
 
 __all__ = [
-    "AddOp", "ChatMessage", "Completion", "ContextOverflowError", "DeltaOp", "Environment",
-    "EpisodeResult", "EpisodeRunner", "FlowStateRuntime", "FlowStateSession", "FocusRequest",
-    "FullContextSession", "IndexEntry", "LoopLimits", "MethodName", "MethodOptions", "MethodSession",
-    "ModelExchange", "Observation", "Origin", "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref",
-    "Rejection", "RelationType", "RemoveOp", "Repository", "RepositoryExport", "RequestRecord",
-    "StateNode", "StateType", "StepEffects", "StepRecord", "TaskPrompt", "TokenUsage", "ToolCall",
-    "ToolResult", "Trace", "UpdateOp", "estimate_tokens", "new_session", "observation_id",
-    "parse_output", "protocol_schema", "replay_trace", "run_episode",
+    "METHODS", "AddOp", "Capability", "ChatMessage", "Completion", "ContextOverflowError", "DeltaOp", "Embedder",
+    "Embeddings", "Environment", "EpisodeResult", "FlowStateOptions", "FlowStateRuntime", "FlowStateSession",
+    "FocusRequest", "FullContextOptions", "FullContextSession", "IndexEntry", "LoopLimits", "MethodCallers",
+    "MethodOptions", "MethodPlugin", "MethodRecord", "MethodSession", "ModelExchange", "Observation", "Origin",
+    "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref", "Registry", "Rejection", "RelationType", "RemoveOp",
+    "Repository", "RepositoryExport", "RequestEnd", "RequestOutcome", "RequestRecord", "RequestStart", "StateNode",
+    "StateType", "StepClock", "StepEffects", "StepRecord", "StepRunner", "TaskPrompt", "TokenUsage", "ToolCall",
+    "ToolResult", "Trace", "UnknownPluginError", "UpdateOp", "estimate_tokens", "method_options", "method_plugin",
+    "new_session", "observation_id", "parse_output", "protocol_schema", "register_method", "render_trajectory",
+    "replay_trace", "run_episode",
 ]

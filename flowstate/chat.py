@@ -62,3 +62,21 @@ class Policy(Protocol):
         *,
         json_schema: Mapping[str, Any] | None = None,
     ) -> Completion: ...
+
+
+class Embeddings(BaseModel):
+    """Vectors for a batch of texts, in input order, with the tokens the server counted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    vectors: list[list[float]]
+    prompt_tokens: int | None = None
+    latency_s: float = 0.0
+    model: str | None = None
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """An async embedding model: ``texts -> Embeddings`` (OpenAI's ``/v1/embeddings`` shape)."""
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings: ...

@@ -1,6 +1,6 @@
 """Algorithm 1 for one episode, over a :class:`Policy` and an :class:`Environment`.
 
-:class:`EpisodeRunner` holds the per-step bookkeeping (parse, ISU/PSA, observations, records) so
+:class:`StepRunner` holds the per-step bookkeeping (parse, ISU/PSA, observations, records) so
 that the same code serves the live loop (:func:`run_episode`) and trace replay, which feeds
 recorded completions instead of calling a model.
 """
@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Policy
-from flowstate.environment import Environment, ToolResult
-from flowstate.methods import FlowStateSession, MethodSession
+from flowstate.environment import Environment, RequestEnd, ToolResult
+from flowstate.methods import Capability, MethodSession, render_trajectory
 from flowstate.protocol import ParsedOutput, parse_output
-from flowstate.records import ModelExchange, StepRecord
+from flowstate.records import MethodRecord, ModelExchange, RequestOutcome, RequestStart, StepRecord
 from flowstate.repository import RepositoryExport
 from flowstate.runtime import Observation
 
@@ -37,7 +38,8 @@ def estimate_tokens(text: str) -> int:
 class LoopLimits(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Model invocations per request (state-only steps count); reaching it ends the episode.
+    # Model invocations per request (state-only steps count). Reaching it ends the request; the
+    # environment decides whether the episode goes on (τ-bench: it ends, as ``max_steps``).
     max_steps_per_request: int = Field(default=30, ge=1)
 
 
@@ -48,50 +50,59 @@ class EpisodeResult(BaseModel):
     requests: int
     steps: list[StepRecord]
     exchanges: list[ModelExchange]
-    # The final Persistent State Repository (FlowState only).
+    # The state the method kept (FlowState: the final Persistent State Repository).
     repository: RepositoryExport | None = None
+    # What the method chose to record (retrievals, writes, states before and after).
+    records: list[MethodRecord] = []
 
 
-class EpisodeRunner:
+class StepRunner:
     """Step bookkeeping for one method session; knows nothing of models or environments."""
 
     def __init__(self, session: MethodSession, count_tokens: TokenCounter = estimate_tokens) -> None:
         self.session = session
         self.count_tokens = count_tokens
+        self.clock = session.clock
         self.steps: list[StepRecord] = []
         self.exchanges: list[ModelExchange] = []
-        self.request = 0
-        self._step = 0
         self._query: str | None = None
+        self._request_query = ""
+        self._request_first_step = 0
+        self._stores_memory = Capability.MEMORY in session.uses
 
-    def begin_request(self, query: str) -> None:
-        self.request += 1
-        self._step = 0
-        self._query = query
-        self.session.begin_request(query)
+    @property
+    def request(self) -> int:
+        return self.clock.request
 
-    def prompt(self, observation: Observation | None) -> list[ChatMessage]:
-        self._step += 1
-        return self.session.messages(observation)
+    async def begin_request(self, query: str, env: Environment | None = None) -> None:
+        self.clock.request += 1
+        self.clock.step = 0
+        self._query = self._request_query = query
+        self._request_first_step = len(self.steps)
+        memory_query = env.memory_query(query) if env is not None and self._stores_memory else query
+        await self.session.begin_request(RequestStart(index=self.clock.request, query=query, memory_query=memory_query))
 
-    def record_output(self, messages: Sequence[ChatMessage], completion: Completion) -> tuple[StepRecord, ParsedOutput]:
+    async def prompt(self, observation: Observation | None) -> list[ChatMessage]:
+        self.clock.step += 1
+        return await self.session.messages(observation)
+
+    async def record_output(self, messages: Sequence[ChatMessage], completion: Completion) -> tuple[StepRecord, ParsedOutput]:
         """Parse one output, apply ISU and PSA, and record the step (lines 8-13 of Algorithm 1)."""
-        parsed = parse_output(completion.text, self.session.options.protocol)
-        if not self.session.with_state:
-            parsed = parsed.without_state()
+        parsed = parse_output(completion.text, self.session.options.protocol).keep_state_blocks(self.session.state_blocks())
         if parsed.tool_calls and parsed.assistant_message is not None:
             parsed.warnings.append("output had both tool calls and a message: ran the tools, dropped the message")
             parsed.assistant_message = None
         if not parsed.usable and not parsed.errors:
             parsed.errors.append("no usable output: all protocol parts are empty")
-        effects = self.session.apply(parsed)
-        calls = [c.model_copy(update={"id": f"call_{self.request}_{self._step}_{i}"}) for i, c in enumerate(parsed.tool_calls, 1)]
+        effects = await self.session.apply(parsed)
+        request, step = self.clock.request, self.clock.step
+        calls = [c.model_copy(update={"id": f"call_{request}_{step}_{i}"}) for i, c in enumerate(parsed.tool_calls, 1)]
         stats = self.session.last_stats
         usage = completion.usage
         record = StepRecord(
             **dict(effects),
-            request=self.request,
-            step=self._step,
+            request=request,
+            step=step,
             query=self._query,
             proposed_ops=parsed.state_delta,
             tool_calls=calls,
@@ -114,34 +125,47 @@ class EpisodeRunner:
         self._query = None
         self.steps.append(record)
         self.exchanges.append(
-            ModelExchange(request=self.request, step=self._step, messages=list(messages), completion=completion.text)
+            ModelExchange(request=request, step=step, messages=list(messages), completion=completion.text)
         )
         return record, parsed
 
-    def record_observation(self, record: StepRecord, results: Sequence[ToolResult]) -> Observation:
+    async def record_observation(self, record: StepRecord, results: Sequence[ToolResult]) -> Observation:
         """Give the step's tool results one observation ``obs_{k}_{t}`` (several calls: a JSON list)."""
         content = results[0].content if len(results) == 1 else json.dumps([r.content for r in results], ensure_ascii=False)
         names = ", ".join(c.name for c in record.tool_calls)
         summary = f"Raw result of {names} (request {record.request}, step {record.step})"
-        observation = self.session.add_observation(record.step, content, summary)
+        observation = await self.session.add_observation(record.step, content, summary)
         record.observation_id = observation.obs_id
         record.observation = content
         record.observation_summary = summary
         record.tool_errors = sum(r.error for r in results)
         return observation
 
-    def end_request(self) -> None:
-        self.session.end_request()
+    async def end_request(self, ended: RequestEnd, final_response: str | None, env: Environment | None = None) -> None:
+        outcome = RequestOutcome(index=self.clock.request, query=self._request_query, ended=ended,
+                                 final_response=final_response, steps=self.steps[self._request_first_step:])
+        if self._stores_memory:
+            entries = env.memory_entries(outcome) if env is not None else None
+            outcome.memory_entries = entries if entries is not None else [render_trajectory(outcome)]
+        await self.session.end_request(outcome)
 
     def result(self, termination: str) -> EpisodeResult:
-        repository = self.session.runtime.repository.export() if isinstance(self.session, FlowStateSession) else None
         return EpisodeResult(
             termination=termination,
-            requests=self.request,
+            requests=self.clock.request,
             steps=self.steps,
             exchanges=self.exchanges,
-            repository=repository,
+            repository=self.session.final_state(),
+            records=self.session.records,
         )
+
+
+@dataclass(frozen=True)
+class _RequestEnd:
+    ended: RequestEnd
+    next_query: str | None
+    termination: str | None
+    final_response: str | None = None
 
 
 async def run_episode(
@@ -157,36 +181,44 @@ async def run_episode(
     Model failures (unparseable or empty outputs) are recorded steps, never exceptions. Faults
     outside the model (an endpoint down after retries) propagate: they are infrastructure errors.
     """
-    runner = EpisodeRunner(session, count_tokens)
+    runner = StepRunner(session, count_tokens)
     query = await env.first_request()
     termination = env.termination or (NO_REQUEST if query is None else None)
     while query is not None and termination is None:
-        runner.begin_request(query)
-        query, termination = await _run_request(runner, policy, env, limits)
-        runner.end_request()
+        await runner.begin_request(query, env)
+        end = await _run_request(runner, policy, env, limits)
+        await runner.end_request(end.ended, end.final_response, env)
+        query, termination = end.next_query, end.termination
     return runner.result(termination or env.termination or ENVIRONMENT_DONE)
 
 
-async def _run_request(
-    runner: EpisodeRunner, policy: Policy, env: Environment, limits: LoopLimits
-) -> tuple[str | None, str | None]:
-    """One request q_k: steps until a final response; returns (next query, termination)."""
+async def _run_request(runner: StepRunner, policy: Policy, env: Environment, limits: LoopLimits) -> _RequestEnd:
+    """One request q_k: steps until a final response, or until the environment or a limit ends it."""
     observation: Observation | None = None
     for _ in range(limits.max_steps_per_request):
-        messages = runner.prompt(observation)
+        messages = await runner.prompt(observation)
         try:
             completion = await policy.complete(messages, json_schema=runner.session.json_schema)
         except ContextOverflowError:
-            return None, CONTEXT_OVERFLOW
-        record, parsed = runner.record_output(messages, completion)
+            return _RequestEnd(RequestEnd.EPISODE_END, None, CONTEXT_OVERFLOW)
+        record, parsed = await runner.record_output(messages, completion)
         observation = None
         if parsed.tool_calls:
             results = await env.execute(record.tool_calls)
-            observation = runner.record_observation(record, results)
+            observation = await runner.record_observation(record, results)
             if env.termination:
-                return None, env.termination
+                return _RequestEnd(RequestEnd.EPISODE_END, None, env.termination)
+            if env.request_done:
+                return await _ended_by(env, RequestEnd.ENVIRONMENT, ENVIRONMENT_DONE)
         elif parsed.assistant_message is not None:
             next_query = await env.respond(parsed.assistant_message)
-            return next_query, env.termination or (ENVIRONMENT_DONE if next_query is None else None)
-    return None, MAX_STEPS
+            return _RequestEnd(RequestEnd.RESPONSE, next_query,
+                               env.termination or (ENVIRONMENT_DONE if next_query is None else None),
+                               parsed.assistant_message)
+    return await _ended_by(env, RequestEnd.STEP_LIMIT, MAX_STEPS)
 
+
+async def _ended_by(env: Environment, ended: RequestEnd, otherwise: str) -> _RequestEnd:
+    """The request ended without a response: the environment says whether the episode goes on."""
+    next_query = await env.end_request(ended)
+    return _RequestEnd(ended, next_query, env.termination or (otherwise if next_query is None else None))

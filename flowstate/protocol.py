@@ -46,15 +46,16 @@ class ParsedOutput(BaseModel):
         """Algorithm 1 requires y ≠ (∅, ∅, ∅): at least one part must carry something."""
         return bool(self.state_focus or self.state_delta or self.tool_calls or self.assistant_message)
 
-    def without_state(self) -> ParsedOutput:
-        """For methods whose protocol has no state blocks: drop them, noting it if present."""
-        if not (self.state_focus or self.state_delta):
+    def keep_state_blocks(self, blocks: tuple[str, ...]) -> ParsedOutput:
+        """For methods whose protocol lacks some state blocks: drop those, noting it if present."""
+        dropped = [name for name in STATE_BLOCKS if name not in blocks and getattr(self, name)]
+        if not dropped:
             return self
+        what = "state blocks are" if not blocks else f"{' and '.join(dropped)} {'is' if len(dropped) == 1 else 'are'}"
         return self.model_copy(
             update={
-                "state_focus": [],
-                "state_delta": [],
-                "warnings": [*self.warnings, "state blocks are not part of this method's protocol; ignored"],
+                **{name: [] for name in dropped},
+                "warnings": [*self.warnings, f"{what} not part of this method's protocol; ignored"],
             }
         )
 
@@ -245,8 +246,9 @@ def _loads_lenient(text: str) -> tuple[Any, str | None]:
 
 
 # -- JSON schema for server-side enforcement -------------------------------------------------
-def protocol_schema(*, with_state: bool, tool_names: list[str] | None = None) -> dict[str, Any]:
-    """The JSON-mode output as a JSON schema (fields in protocol order).
+def protocol_schema(*, state_blocks: tuple[str, ...] = STATE_BLOCKS, tool_names: list[str] | None = None) -> dict[str, Any]:
+    """The JSON-mode output as a JSON schema (fields in protocol order): the method's state blocks
+    (FlowState: both), then the action blocks.
 
     ``tool_names`` restricts tool names to the environment's tools when given.
     """
@@ -254,7 +256,7 @@ def protocol_schema(*, with_state: bool, tool_names: list[str] | None = None) ->
     if tool_names:
         name_schema = {"type": "string", "enum": list(tool_names)}
     properties: dict[str, Any] = {}
-    if with_state:
+    if "state_focus" in state_blocks:
         properties["state_focus"] = {
             "type": "array",
             "items": {
@@ -263,6 +265,7 @@ def protocol_schema(*, with_state: bool, tool_names: list[str] | None = None) ->
                 "required": ["target_id", "reason"],
             },
         }
+    if "state_delta" in state_blocks:
         properties["state_delta"] = {
             "type": "array",
             "items": {

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from flowstate.chat import ChatMessage
-from flowstate.environment import ToolCall
+from flowstate.environment import RequestEnd, ToolCall
 from flowstate.repository import Repository
 from flowstate.runtime import FlowStateRuntime, StepEffects
 
@@ -63,6 +63,54 @@ class ModelExchange(BaseModel):
     step: int
     messages: list[ChatMessage]
     completion: str
+
+
+class StepClock(BaseModel):
+    """Where the episode is: request k and step t (both from 1; 0 before the first). The loop moves
+    it; whoever records something during a step (a method record, a model call) reads it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request: int = 0
+    step: int = 0
+
+
+class RequestStart(BaseModel):
+    """The start of request q_k, as a method sees it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: int
+    query: str
+    # What a memory method retrieves with (the benchmark's choice; by default the query).
+    memory_query: str
+
+
+class RequestOutcome(BaseModel):
+    """A finished request, as a method sees it at its end."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    query: str
+    ended: RequestEnd
+    # The request's final assistant message (None when it ended without one).
+    final_response: str | None
+    steps: list[StepRecord]
+    # What a memory method stores (the benchmark's choice; by default the rendered trajectory).
+    memory_entries: list[str] = []
+
+
+class MethodRecord(BaseModel):
+    """Something a method declares worth keeping (what it retrieved, what it wrote, a state before
+    and after), at the request and step it happened (step 0: between steps)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    request: int
+    step: int
+    payload: Any
 
 
 def rebuild_repository(steps: Iterable[StepRecord]) -> Repository:

@@ -27,7 +27,7 @@ class IndexState(BaseModel):
 
 
 class IndexEntry(BaseModel):
-    """One prior request in G_k with the model-created states it produced."""
+    """One prior request in G_k with the indexed states it produced (FlowState: the model-made ones)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -49,10 +49,12 @@ class Repository:
     """Append-only store of requests and nodes; historical nodes are immutable and never deleted.
 
     Nodes are kept in insertion order in a dict, so lookups are O(1) and persisting a request
-    costs time proportional to what that request adds, not to the repository's size.
+    costs time proportional to what that request adds, not to the repository's size. Which nodes the
+    index lists is the method's choice (``index_origins``; FlowState: the model-made ones).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, index_origins: frozenset[Origin] = frozenset({Origin.MODEL})) -> None:
+        self.index_origins = index_origins
         self._requests: list[RequestRecord] = []
         self._nodes: dict[str, StateNode] = {}
         # Index entries per request, built as requests are persisted (G_k is never recomputed).
@@ -77,13 +79,13 @@ class Repository:
         return iter(self._nodes.values())
 
     def is_indexed(self, state_id: str) -> bool:
-        """Whether ``state_id`` is in IDs(G): a model-created historical state."""
+        """Whether ``state_id`` is in IDs(G): an indexed historical state."""
         return state_id in self._index_ids
 
     def index(self) -> tuple[IndexEntry, ...]:
-        """G_k = Index(M_k): prior requests with their model-created states' ids and summaries.
+        """G_k = Index(M_k): prior requests with their indexed states' ids and summaries.
 
-        Persisted observations are not listed: they are reached through the refs of disclosed
+        Persisted observations are never listed: they are reached through the refs of disclosed
         states (ToolRefs).
         """
         return tuple(self._index)
@@ -109,7 +111,8 @@ class Repository:
         for node in new_nodes:
             self._nodes[node.state_id] = node
         indexed = tuple(
-            IndexState(state_id=n.state_id, summary=n.summary) for n in new_nodes if n.origin is Origin.MODEL
+            IndexState(state_id=n.state_id, summary=n.summary) for n in new_nodes
+            if n.origin in self.index_origins and n.origin is not Origin.TOOL
         )
         self._index.append(IndexEntry(user_query=request.query, query_id=request.query_id, states=indexed))
         self._index_ids.update(s.state_id for s in indexed)
@@ -119,9 +122,10 @@ class Repository:
         return RepositoryExport(requests=list(self._requests), nodes=list(self._nodes.values()))
 
     @classmethod
-    def from_export(cls, data: RepositoryExport | dict[str, Any]) -> Repository:
+    def from_export(cls, data: RepositoryExport | dict[str, Any],
+                    index_origins: frozenset[Origin] = frozenset({Origin.MODEL})) -> Repository:
         export = data if isinstance(data, RepositoryExport) else RepositoryExport.model_validate(data)
-        repo = cls()
+        repo = cls(index_origins)
         by_request: dict[int, list[StateNode]] = {}
         for node in export.nodes:
             by_request.setdefault(node.source_request, []).append(node)

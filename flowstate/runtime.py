@@ -57,8 +57,9 @@ class StepEffects(BaseModel):
 class FlowStateRuntime:
     """M_k, G_k and S_k,t of one episode, edited only through validated ops."""
 
-    def __init__(self, repository: Repository | None = None) -> None:
-        self.repository = repository if repository is not None else Repository()
+    def __init__(self, repository: Repository | None = None,
+                 index_origins: frozenset[Origin] = frozenset({Origin.MODEL})) -> None:
+        self.repository = repository if repository is not None else Repository(index_origins)
         self._request: RequestRecord | None = None
         self._current: dict[str, StateNode] = {}
         self._disclosed: dict[str, StateNode] = {}
@@ -92,16 +93,25 @@ class FlowStateRuntime:
         self._observations[obs_id] = obs
         return obs
 
-    def end_request(self) -> None:
-        """Persist (eq. 4): retained states, the observations they reference, then re-index."""
+    def end_request(self, rule_nodes: Sequence[StateNode] = ()) -> None:
+        """Persist (eq. 4): retained states, the observations they reference, then re-index.
+
+        ``rule_nodes`` are nodes a method's rule makes at the end of the request (origin ``rule``,
+        this request as their source); they are persisted like retained states.
+        """
         request = self._require_request()
-        retained = list(self._current.values())
+        for node in rule_nodes:
+            if node.origin is not Origin.RULE or node.source_request != request.query_id:
+                raise ValueError(f"rule node {node.state_id!r} needs origin 'rule' and source_request {request.query_id}")
+            if node.state_id in self._current or node.state_id in self.repository:
+                raise ValueError(f"rule node {node.state_id!r} reuses an existing state id")
+        retained = [*self._current.values(), *rule_nodes]
         kept_obs: dict[str, Observation] = {}
         for node in retained:
             for ref in node.refs:
                 if ref.state_id in self._observations:
                     kept_obs[ref.state_id] = self._observations[ref.state_id]
-        exists = set(self._current) | set(kept_obs)
+        exists = {n.state_id for n in retained} | set(kept_obs)
 
         def resolves(target: str) -> bool:
             return target in exists or target in self.repository

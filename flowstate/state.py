@@ -59,8 +59,12 @@ class RelationType(str, Enum):
 
 
 class Origin(str, Enum):
+    """Who made a node: the model (ISU), a tool (a raw observation persisted because a retained
+    state referenced it), or a rule of the method (e.g. a node built from a request's response)."""
+
     MODEL = "model"
-    TOOL = "tool"  # a raw tool observation persisted because a retained state referenced it
+    TOOL = "tool"
+    RULE = "rule"
 
 
 _OBSERVATION_ID = re.compile(r"obs_(\d+)_(\d+)")

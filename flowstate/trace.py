@@ -7,14 +7,16 @@ disclose, and the repository that results.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowstate.chat import Completion
 from flowstate.environment import ToolResult
-from flowstate.loop import EpisodeRunner
-from flowstate.methods import FlowStateSession, MethodOptions
+from flowstate.environment import RequestEnd
+from flowstate.loop import StepRunner
+from flowstate.methods import FlowStateOptions, FlowStateSession
 from flowstate.prompts import TaskPrompt
 from flowstate.protocol import ProtocolMode
 from flowstate.records import StepRecord
@@ -50,22 +52,28 @@ class TraceError(ValueError):
 def replay_trace(trace: Trace | dict[str, Any]) -> dict[str, Any]:
     """Replay a trace; returns ``{"steps", "repository", "index"}`` (requests and steps from 1)."""
     trace = trace if isinstance(trace, Trace) else Trace.model_validate(trace)
-    session = FlowStateSession(TaskPrompt(task_policy="", available_tools=""), MethodOptions(protocol=trace.protocol))
-    runner = EpisodeRunner(session)
+    return asyncio.run(_replay(trace))
+
+
+async def _replay(trace: Trace) -> dict[str, Any]:
+    session = FlowStateSession(TaskPrompt(task_policy="", available_tools=""), FlowStateOptions(protocol=trace.protocol))
+    runner = StepRunner(session)
     for k, request in enumerate(trace.requests, 1):
-        runner.begin_request(request.query)
+        await runner.begin_request(request.query)
         observation: Observation | None = None
         for t, step in enumerate(request.steps, 1):
-            messages = runner.prompt(observation)
-            record, parsed = runner.record_output(messages, Completion(text=step.completion))
+            messages = await runner.prompt(observation)
+            record, parsed = await runner.record_output(messages, Completion(text=step.completion))
             observation = None
             if parsed.tool_calls and step.observation is None:
                 raise TraceError(f"request {k} step {t}: the completion calls tools but the observation is null")
             if not parsed.tool_calls and step.observation is not None:
                 raise TraceError(f"request {k} step {t}: an observation is given but the completion calls no tool")
             if step.observation is not None:
-                observation = runner.record_observation(record, [ToolResult(content=step.observation)])
-        runner.end_request()
+                observation = await runner.record_observation(record, [ToolResult(content=step.observation)])
+        last = runner.steps[-1]
+        await runner.end_request(RequestEnd.RESPONSE if last.assistant_message is not None else RequestEnd.STEP_LIMIT,
+                                 last.assistant_message)
     repository = session.runtime.repository
     return {
         "steps": [_step_json(s) for s in runner.steps],

@@ -7,6 +7,7 @@ episode. Each finished episode writes its own rows (atomically) and returns a sm
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,13 @@ from typing import Any
 import ray
 from pydantic import BaseModel, ConfigDict
 
-from flowstate import ChatMessage, Completion, Policy
-from pipeline.benchmarks import taubench
+from flowstate import METHODS, Capability, ChatMessage, Completion, Embedder, Embeddings, Policy
+from pipeline.benchmarks.plugin import benchmark_of
 from pipeline.config import JobConfig
-from pipeline.episodes import run_taubench_episode
+from pipeline.episode import EpisodeCallers, run_sweep_episode
 from pipeline.llm.deployments import Deployment
-from pipeline.models import EpisodeModels, aclose_policy
+from pipeline.plugins import load_plugins
+from pipeline.roles import EpisodeModels, aclose_caller
 from pipeline.store.rows import outcome_rows
 from pipeline.store.writer import write_episode
 from pipeline.sweep import EpisodeSpec
@@ -39,14 +41,11 @@ class EpisodeSummary(BaseModel):
 
 
 def preload(job: JobConfig) -> None:
-    """Load and verify every domain's data now: data errors show at start-up, and the first
-    episode of each domain does not pay for parsing the database."""
-    for bench in job.benchmarks:
-        taubench.initial_db(bench.domain)
-        taubench.load_tasks(bench.domain)
-        taubench.tool_schemas(bench.domain)
-        taubench.policy(bench.domain)
-    taubench.simulation_guidelines()
+    """Load the job's plug-ins and verify every cell's data now: data errors show at start-up, and
+    the first episode of each cell does not pay for parsing its data."""
+    load_plugins(job.plugins)
+    for cell in job.benchmarks:
+        benchmark_of(cell).preload(cell)
 
 
 class Meter(BaseModel):
@@ -70,35 +69,64 @@ class MeteredPolicy:
         return completion
 
     async def aclose(self) -> None:
-        await aclose_policy(self.inner)
+        await aclose_caller(self.inner)
 
 
-class EpisodeRunner:
+class MeteredEmbedder:
+    def __init__(self, inner: Embedder, meter: Meter) -> None:
+        self.inner = inner
+        self.meter = meter
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        result = await self.inner.embed(texts)
+        self.meter.calls += 1
+        self.meter.tokens += result.prompt_tokens or 0
+        return result
+
+    async def aclose(self) -> None:
+        await aclose_caller(self.inner)
+
+
+class EpisodeWorker:
     """Runs and stores episodes in this process (the actor's body; usable without Ray in tests)."""
 
     def __init__(self, job: JobConfig, sweep_dir: Path, deployments: Mapping[str, Deployment], code_version: str) -> None:
         self.job = job
         self.sweep_dir = Path(sweep_dir)
-        self.models = EpisodeModels(job, deployments)
+        self.models = EpisodeModels(deployments)
         self.code_version = code_version
         self.meter = Meter()
         preload(job)
 
-    def _metered(self, policy: Policy | None) -> Policy | None:
-        return None if policy is None else MeteredPolicy(policy, self.meter)
+    def _callers(self, spec: EpisodeSpec) -> EpisodeCallers:
+        """Metered callers of the roles this episode's benchmark and method call."""
+        benchmark_roles = benchmark_of(spec.cell.benchmark).episode_roles(spec.cell.benchmark)
+        uses = METHODS.get(spec.cell.method.name).uses
+
+        def metered(role: str, wanted: bool) -> Policy | None:
+            policy = self.models.policy(spec, role) if wanted else None  # type: ignore[arg-type]
+            return None if policy is None else MeteredPolicy(policy, self.meter)
+
+        embedder = self.models.embedder(spec) if Capability.EMBEDDINGS in uses else None
+        return EpisodeCallers(
+            agent=MeteredPolicy(self.models.policy(spec, "agent"), self.meter),  # type: ignore[arg-type]
+            user_simulator=metered("user_simulator", "user_simulator" in benchmark_roles),
+            judge=metered("judge", "judge" in benchmark_roles),
+            tool_model=metered("tool_model", "tool_model" in benchmark_roles),
+            memory=metered("memory", Capability.MEMORY_MODEL in uses),
+            embeddings=MeteredEmbedder(embedder, self.meter) if embedder is not None else None,
+        )
 
     async def run(self, spec: EpisodeSpec, attempt: int) -> EpisodeSummary:
-        agent = MeteredPolicy(self.models.agent(spec), self.meter)
-        user = self._metered(self.models.policy(spec.user_simulator, "user", spec))
-        judge = self._metered(self.models.policy(spec.judge, "judge", spec))
+        callers = self._callers(spec)
         try:
             outcome = await asyncio.wait_for(
-                run_taubench_episode(spec, agent, user, judge, self.job.limits),
+                run_sweep_episode(spec, callers, self.job.limits),
                 timeout=self.job.execution.episode_timeout_s,
             )
         finally:
             # Frees each conversation's routing slot, so new episodes see the true replica load.
-            await asyncio.gather(*(aclose_policy(p) for p in (agent, user, judge)))
+            await asyncio.gather(*(aclose_caller(getattr(callers, f.name)) for f in dataclasses.fields(callers)))
         rows = outcome_rows(outcome, attempts=attempt, code_version=self.code_version)
         await asyncio.to_thread(write_episode, self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
         episode = rows["episodes"][0]
@@ -114,11 +142,11 @@ class EpisodeRunner:
 
 @ray.remote(concurrency_groups={"control": 1})
 class EpisodeActor:
-    """Ray host of an :class:`EpisodeRunner`; ``meter`` has its own concurrency group so a busy
+    """Ray host of an :class:`EpisodeWorker`; ``meter`` has its own concurrency group so a busy
     actor still answers the driver's progress polls."""
 
     def __init__(self, job: JobConfig, sweep_dir: str, deployments: Mapping[str, Deployment], code_version: str) -> None:
-        self._runner = EpisodeRunner(job, Path(sweep_dir), deployments, code_version)
+        self._runner = EpisodeWorker(job, Path(sweep_dir), deployments, code_version)
 
     async def run(self, spec: EpisodeSpec, attempt: int) -> EpisodeSummary:
         return await self._runner.run(spec, attempt)

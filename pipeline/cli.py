@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pipeline.cli_support import CliError, read_json, write_json
+from pipeline.cli_support import CliError, CliHooks, read_json, write_json
 
 
 # -- trace -------------------------------------------------------------------------------------
@@ -42,8 +42,10 @@ def _run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from pipeline.benchmarks.taubench import TauBenchDataError
+    from flowstate import UnknownPluginError
+    from pipeline.data import BenchmarkDataError
     from pipeline.launch import run_sweep
+    from pipeline.plugins import PluginError
     from pipeline.runner import request_stop
     from pipeline.yaml_errors import ConfigError
 
@@ -54,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run,
                            console=console)
-    except (ConfigError, TauBenchDataError, ValueError) as exc:
+    except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError) as exc:
         raise CliError(str(exc)) from None
     if result is None:
         return 0
@@ -80,13 +82,16 @@ def _grade(args: argparse.Namespace) -> int:
     except NoResultsError as exc:
         raise CliError(str(exc)) from None
     for sweep in sweeps:
-        summary = asyncio.run(regrade(sweep, basis=args.basis))
+        try:
+            summary = asyncio.run(regrade(sweep, basis=args.basis))
+        except (FileNotFoundError, ValueError) as exc:
+            raise CliError(str(exc)) from None
         mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
         print(f"{sweep.name}: graded {summary.episodes} episodes ({summary.changed} changed, "
               f"{summary.still_ungraded} ungraded), mean reward {mean}")
         if summary.needs_judge:
-            print(f"  {summary.needs_judge} episodes need a judge model for their NL assertions and were left as "
-                  "they were (grade them on --basis classic, or re-run the job, which starts its judge)")
+            print(f"  {summary.needs_judge} episodes need a judge model and were left as they were (grade them "
+                  "on a basis without one, if the benchmark has one, or re-run the job, which starts its judge)")
     return 0
 
 
@@ -100,6 +105,16 @@ def _show(args: argparse.Namespace) -> int:
     for line in render(data):
         print(line)
     return 0
+
+
+def _add_plugin_commands(hooks: CliHooks) -> None:
+    """Every registered benchmark's own commands (data fetching, tools, exports)."""
+    from pipeline.benchmarks.plugin import BENCHMARKS
+    from pipeline.plugins import load_builtin_plugins
+
+    load_builtin_plugins()
+    for name in BENCHMARKS.names():
+        BENCHMARKS.get(name).add_commands(hooks)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     grade = commands.add_parser("grade", help="grade stored episodes again (no re-simulation)")
     grade.add_argument("runs", type=Path, help="a sweep directory, or a folder of sweeps")
-    grade.add_argument("--basis", choices=["task", "classic"], help="default: each cell's own basis")
+    grade.add_argument("--basis", help="the benchmark's grading basis (τ-bench: task or classic); default: each cell's own")
     grade.set_defaults(handler=_grade)
 
     show = commands.add_parser("show", help="print one episode readably")
@@ -128,13 +143,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--runs", type=Path, default=Path("runs"), help="a sweep directory or a folder of sweeps")
     show.set_defaults(handler=_show)
 
-    from pipeline.benchmarks.taubench.cli import add_commands as add_taubench_commands
-
-    add_taubench_commands(commands)
-
     from pipeline.analysis.cli import add_commands as add_analysis_commands
 
     add_analysis_commands(commands)
+
+    data = commands.add_parser("data", help="benchmark data").add_subparsers(dest="data_command", required=True)
+    fetch = data.add_parser("fetch", help="download a benchmark's data from its public source and verify checksums")
+    export = commands.add_parser("export", help="export results to other tools' formats")
+    hooks = CliHooks(commands=commands, fetch=fetch.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK"),
+                     export=export.add_subparsers(dest="export_format", required=True))
+    _add_plugin_commands(hooks)
 
     trace = commands.add_parser("trace", help="work with recorded model outputs").add_subparsers(dest="trace_command", required=True)
     replay = trace.add_parser("replay", help="run the FlowState runtime over a recorded trace (no model, no environment)")

@@ -1,10 +1,14 @@
-"""What every command handler shares: the user-error type and JSON in/out."""
+"""What every command handler shares: the user-error type, JSON in/out, and the hooks plug-ins add commands to."""
 
 from __future__ import annotations
 
+import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pipeline.data import default_data_dir
 
 
 class CliError(Exception):
@@ -26,3 +30,20 @@ def read_json(path: Path) -> Any:
         raise CliError(f"{path}: file not found") from None
     except json.JSONDecodeError as exc:
         raise CliError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+@dataclass(frozen=True)
+class CliHooks:
+    """Where a plug-in adds its commands: ``flowstate <name> ...`` (``commands``), ``flowstate data
+    fetch <name>`` (``fetch``, each parser already has ``--data-dir``) and ``flowstate export
+    <format>`` (``export``). Handlers are set with ``parser.set_defaults(handler=...)``."""
+
+    commands: Any
+    fetch: Any
+    export: Any
+
+    def add_fetch(self, name: str, help: str) -> argparse.ArgumentParser:
+        parser = self.fetch.add_parser(name, help=help)
+        parser.add_argument("--data-dir", type=Path, default=default_data_dir(),
+                            help="data directory (default: $FLOWSTATE_DATA or ~/.cache/flowstate/data)")
+        return parser

@@ -1,27 +1,29 @@
 """Job files (jobs/*.yaml) as strict pydantic models.
 
-A job names the benchmark cells, the methods, the agent models, the user simulator and the judge
-(each served by a named deployment), trials and seeds, limits, execution settings, where results
-go and which MLflow experiment tracks them. Unknown keys and wrong types are errors that name the
-file, line and key before anything starts.
+A job names the benchmark cells, the methods, the agent models and the other model roles of an
+episode (user simulator, judge, tool model, the methods' memory model, embeddings; each served by a
+named deployment), trials and seeds, limits, execution settings, where results go, which MLflow
+experiment tracks them and what the analysis compares. ``benchmarks:``, ``methods:`` and
+``deployments:`` are unions of the registered plug-ins, discriminated on ``benchmark``, ``name`` and
+``kind``. Unknown keys and wrong types are errors that name the file, line and key before anything
+starts.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flowstate.loop import LoopLimits
-from flowstate.methods import MethodName, MethodOptions
-from flowstate.protocol import ProtocolMode
-from pipeline.llm.deployments import DeploymentSpec
+from flowstate import METHODS, Capability, LoopLimits, MethodOptions
+from flowstate.registry import rebuild_when_changed
+from pipeline.benchmarks.plugin import BENCHMARKS, BenchmarkCell, benchmark_of
+from pipeline.llm.deployments import DEPLOYMENT_KINDS, DeploymentSpec
+from pipeline.plugins import load_builtin_plugins, load_plugins
 from pipeline.yaml_errors import ConfigError, load_yaml, validate
 
-# Deployment names that need no entry under ``deployments`` (in-process test fixtures).
-SCRIPTED = "scripted"
-NONE = "none"
+load_builtin_plugins()  # the unions below are built from the registries
 
 
 class Strict(BaseModel):
@@ -53,45 +55,14 @@ class AgentModel(ModelUse):
         return self.label or self.deployment
 
 
-class TauBenchCell(Strict):
-    """One τ-bench domain and the tasks to run from it."""
+class EmbeddingsUse(Strict):
+    """The embeddings service of methods that embed text (a deployment serving ``/v1/embeddings``)."""
 
-    benchmark: Literal["taubench"] = "taubench"
-    domain: Literal["airline", "retail"]
-    # Explicit task ids; otherwise the split (upstream's "base" = all 50 / 114 tasks), then limit.
-    tasks: list[str] | None = None
-    split: Literal["base", "train", "test"] = "base"
-    limit: int | None = Field(default=None, gt=0)
-    # "task": each task's reward_basis (retail NL assertions need a judge);
-    # "classic": DB × COMMUNICATE for both domains, no judge (labelled as such in results).
-    reward_basis: Literal["task", "classic"] = "task"
-    # "compact": one line per tool for small-context CPU models (labelled in results).
-    tool_rendering: Literal["full", "compact"] = "full"
-    max_env_steps: int = Field(default=200, gt=0)
-    max_errors: int = Field(default=10, gt=0)
+    deployment: str
 
 
-# One benchmark so far; a second one joins as a union discriminated on ``benchmark``.
-BenchmarkCell = TauBenchCell
-
-
-class MethodSpec(Strict):
-    name: MethodName
-    protocol: ProtocolMode = ProtocolMode.TAGGED
-    rejection_feedback: bool = False
-    # Name in results; defaults to name plus any non-default option.
-    label: str | None = None
-
-    @property
-    def options(self) -> MethodOptions:
-        return MethodOptions(protocol=self.protocol, rejection_feedback=self.rejection_feedback)
-
-    @property
-    def display(self) -> str:
-        if self.label:
-            return self.label
-        suffix = ("-json" if self.protocol is ProtocolMode.JSON else "") + ("-feedback" if self.rejection_feedback else "")
-        return self.name.value + suffix
+# A role is a model, the benchmark's own scripted test fixture ("scripted"), or nothing ("none").
+RoleSetting = ModelUse | Literal["scripted", "none"]
 
 
 class Execution(Strict):
@@ -112,14 +83,34 @@ class Tracking(Strict):
     trace_samples_per_cell: int = Field(default=3, ge=0)
 
 
+class Analysis(Strict):
+    """What the report, the SQL and MLflow compare (never part of any id)."""
+
+    # The method (label, or name when one label has it) the others are compared with; None: no Δ.
+    baseline: str | None = None
+
+
+# Fields that do not define results (left out of the sweep id), and roles added after the first
+# schema (left out of it while unset, so the ids of older jobs stay the same).
+_NOT_RESULTS = {"execution", "output_dir", "tracking", "description", "analysis", "plugins"}
+_LATER_ROLES = ("tool_model", "memory", "embeddings")
+
+
 class JobConfig(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
-    benchmarks: list[BenchmarkCell] = Field(min_length=1)
-    methods: list[MethodSpec] = Field(min_length=1)
+    # Modules to import first (they register benchmarks, methods or deployment kinds of the user's).
+    plugins: list[str] = []
+    benchmarks: list[Annotated[BenchmarkCell, BENCHMARKS.union()]] = Field(min_length=1)
+    methods: list[Annotated[MethodOptions, METHODS.union()]] = Field(min_length=1)
     agents: list[AgentModel] = Field(min_length=1)
-    user_simulator: ModelUse | Literal["scripted"]
-    judge: ModelUse | Literal["none"]
+    user_simulator: RoleSetting = "none"
+    judge: RoleSetting = "none"
+    # The model a benchmark's tools call (e.g. a reasoning tool); None: each cell's agent model.
+    tool_model: ModelUse | None = None
+    # The model memory methods write and read with; None: each cell's agent model (as the paper runs it).
+    memory: ModelUse | None = None
+    embeddings: EmbeddingsUse | None = None
     deployments: dict[str, DeploymentSpec] = {}
     trials: int = Field(default=1, gt=0)
     # Upstream τ-bench seeds Python's RNG with 300 and draws one seed per trial.
@@ -128,14 +119,12 @@ class JobConfig(Strict):
     execution: Execution = Execution()
     output_dir: Path = Path("runs")
     tracking: Tracking = Tracking()
+    analysis: Analysis = Analysis()
 
     @model_validator(mode="after")
     def _check_references(self) -> JobConfig:
-        uses = [(f"agents[{i}]", a) for i, a in enumerate(self.agents)]
-        if isinstance(self.user_simulator, ModelUse):
-            uses.append(("user_simulator", self.user_simulator))
-        if isinstance(self.judge, ModelUse):
-            uses.append(("judge", self.judge))
+        uses: list[tuple[str, ModelUse | EmbeddingsUse]] = [(f"agents[{i}]", a) for i, a in enumerate(self.agents)]
+        uses += [(role, use) for role, use in self.roles().items() if isinstance(use, ModelUse | EmbeddingsUse)]
         for where, use in uses:
             if use.deployment not in self.deployments:
                 known = ", ".join(sorted(self.deployments)) or "none defined"
@@ -146,14 +135,42 @@ class JobConfig(Strict):
         names = [a.name for a in self.agents]
         if len(set(names)) != len(names):
             raise ValueError(f"agents need distinct labels, got {names}")
-        needs_judge = [c for c in self.benchmarks if c.reward_basis == "task" and c.domain == "retail"]
-        if needs_judge and self.judge == NONE:
-            raise ValueError("retail graded on its task basis uses NL assertions: name a judge, or set reward_basis: classic")
+        roles = self.roles()
+        for cell in self.benchmarks:
+            benchmark = benchmark_of(cell)
+            for role, setting in roles.items():
+                if setting == "scripted" and role not in benchmark.scripted_roles:
+                    raise ValueError(f"{role}: scripted, but benchmark {cell.benchmark!r} has no scripted {role} "
+                                     f"(it has: {', '.join(sorted(benchmark.scripted_roles)) or 'none'})")
+            benchmark.check_roles(cell, roles)
+        for method in self.methods:
+            if Capability.EMBEDDINGS in METHODS.get(method.name).uses and self.embeddings is None:
+                raise ValueError(f"method {method.display!r} embeds text: name a deployment under 'embeddings:'")
         return self
 
+    def roles(self) -> dict[str, Any]:
+        """The episode roles the job sets, besides the agents (absent: not set)."""
+        roles: dict[str, Any] = {"user_simulator": self.user_simulator, "judge": self.judge}
+        roles.update({role: getattr(self, role) for role in _LATER_ROLES if getattr(self, role) is not None})
+        return roles
+
     def to_resolved(self) -> dict[str, Any]:
-        """Everything that defines the results (not how or where they are computed)."""
-        return self.model_dump(mode="json", exclude={"execution", "output_dir", "tracking", "description"})
+        """Everything that defines the results (not how or where they are computed, nor what is compared)."""
+        data = self.model_dump(mode="json", exclude=_NOT_RESULTS)
+        for role in _LATER_ROLES:
+            if data.get(role) is None:
+                data.pop(role, None)
+        return data
+
+
+_rebuild_job_model = rebuild_when_changed(JobConfig, BENCHMARKS, METHODS, DEPLOYMENT_KINDS)
+
+
+def parse_job(data: Any, *, plugins: list[str] | None = None) -> JobConfig:
+    """A job from a mapping (as read from YAML), after importing the plug-ins it names."""
+    load_plugins(plugins if plugins is not None else (data.get("plugins") or [] if isinstance(data, dict) else []))
+    _rebuild_job_model()
+    return JobConfig.model_validate(data)
 
 
 def load_job(path: Path | str) -> JobConfig:
@@ -162,6 +179,11 @@ def load_job(path: Path | str) -> JobConfig:
     data, node = load_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a job file is a YAML mapping (name:, benchmarks:, methods:, ...)")
+    plugins = data.get("plugins") or []
+    if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
+        raise ConfigError(f"{path}: plugins: a list of Python module names")
+    load_plugins(plugins)
+    _rebuild_job_model()
     job = validate(JobConfig, data, path, node)
     assert isinstance(job, JobConfig)
     return job

@@ -1,8 +1,8 @@
 """Rough model-call and token estimates for ``flowstate run --dry-run``.
 
 Where the sweep already has finished episodes of a cell, their averages are used; otherwise a
-heuristic from the task's gold actions and the size of the cell's system prompt. Labelled as an
-estimate wherever it is shown.
+heuristic from the benchmark's expected calls per task and the size of the cell's system prompt.
+Labelled as an estimate wherever it is shown.
 """
 
 from __future__ import annotations
@@ -11,19 +11,16 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from flowstate import estimate_tokens, new_session
-from pipeline.benchmarks import taubench
-from pipeline.episodes import task_prompt
+from flowstate import METHODS, estimate_tokens
+from pipeline.benchmarks.plugin import benchmark_of
+from pipeline.config import ModelUse
 from pipeline.store.files import table_files
 from pipeline.store.reader import select
 from pipeline.sweep import Cell, EpisodeSpec, Sweep
 
-# Heuristic per episode: the agent calls once per gold action plus a few steps for talking
-# and (FlowState) state bookkeeping; each call sees the system prompt plus this much context.
-EXTRA_AGENT_CALLS = 4
+# Heuristic per call: the agent sees the system prompt plus this much context; other roles this much.
 CONTEXT_TOKENS_PER_CALL = 1000
-USER_CALLS = 4
-USER_TOKENS_PER_CALL = 800
+OTHER_TOKENS_PER_CALL = 800
 
 
 class CellEstimate(BaseModel):
@@ -48,15 +45,21 @@ def _measured(sweep_dir: Path) -> dict[str, tuple[int, float, float]]:
 
 def _heuristic(cell: Cell, episodes: list[EpisodeSpec]) -> tuple[float, float]:
     bench = cell.benchmark
-    system = new_session(cell.method.name, task_prompt(bench.domain, bench.tool_rendering)).messages(None)[0].content
-    per_call = estimate_tokens(system) + CONTEXT_TOKENS_PER_CALL
+    benchmark = benchmark_of(bench)
+    session_type = METHODS.get(cell.method.name).session
+    system_tokens: dict[object, int] = {}
     calls = tokens = 0.0
     for spec in episodes:
-        task = taubench.get_task(bench.domain, spec.task_id)
-        agent_calls = len(task.evaluation_criteria.actions) + EXTRA_AGENT_CALLS
-        user_calls = 0 if spec.user_simulator == "scripted" else USER_CALLS
-        calls += agent_calls + user_calls
-        tokens += agent_calls * per_call + user_calls * USER_TOKENS_PER_CALL
+        prompt = benchmark.task_prompt(bench, spec.task_id)
+        if prompt not in system_tokens:  # the system message only (no model is called)
+            session = session_type(prompt, cell.method, benchmark.tool_names(bench, spec.task_id))
+            system_tokens[prompt] = estimate_tokens(session.system_message.content)
+        per_call = system_tokens[prompt] + CONTEXT_TOKENS_PER_CALL
+        agent_calls, other_calls = benchmark.expected_calls(bench, spec.task_id)
+        if not any(isinstance(use, ModelUse) for use in (spec.user_simulator, spec.judge, spec.tool_model)):
+            other_calls = 0
+        calls += agent_calls + other_calls
+        tokens += agent_calls * per_call + other_calls * OTHER_TOKENS_PER_CALL
     return calls, tokens
 
 

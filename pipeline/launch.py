@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from pipeline.benchmarks.taubench.data import DATA_ENV_VAR
+from pipeline.data import DATA_ENV_VAR
 from pipeline.config import load_job
 from pipeline.estimate import estimate
 from pipeline.manifest import write_manifest
@@ -81,8 +81,10 @@ def _init_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
     env = {k: os.environ[k] for k in (DATA_ENV_VAR,) if k in os.environ}
+    # A job's own plug-in modules next to it must import in the actors too (``plugins:``).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
     ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
-             log_to_driver=False, runtime_env={"env_vars": env} if env else None)
+             log_to_driver=False, runtime_env={"env_vars": env})
 
 
 def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = None, fresh: bool = False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import subprocess
@@ -42,6 +43,19 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+@cache
+def prompt_templates_hash() -> str:
+    """sha256 over the prompt templates (name and bytes of each): what the prompts of a sweep were built from."""
+    from importlib import resources
+
+    digest = hashlib.sha256()
+    files = sorted((f for f in resources.files("flowstate.prompts").iterdir() if f.name.endswith(".txt")),
+                   key=lambda f: f.name)
+    for f in files:
+        digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def read_manifest(sweep_dir: Path) -> dict[str, Any] | None:
     path = sweep_dir / MANIFEST
     return json.loads(path.read_text()) if path.exists() else None
@@ -58,6 +72,7 @@ def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments
         "job": sweep.job.model_dump(mode="json"),
         "created_at": previous.get("created_at", datetime.now(UTC).isoformat()),
         "code_version": code_version(),
+        "prompt_templates_sha256": prompt_templates_hash(),
         "versions": package_versions(),
         "data_checksums": sweep.data_checksums,
         "cells": [{"cell_id": c.cell_id, "label": c.label} for c in sweep.cells],

@@ -1,8 +1,10 @@
 """Grading as its own stage: grade stored transcripts again, without re-simulating.
 
-``flowstate grade RUN_DIR`` reads each episode's transcript and termination from the run's
-tables, grades it (on each cell's basis, or the one given), and rewrites the episodes rows in
-place, file by file and atomically, so the layout (per-episode or compacted) is kept.
+``flowstate grade RUN_DIR`` reads each episode's transcript and termination from the run's tables,
+grades it with its benchmark (on each cell's basis, or the one given), and rewrites the episodes and
+request-outcome rows in place, file by file and atomically, so the layout (per-episode or compacted)
+is kept. Rows are rewritten in the current schema, so this also upgrades a sweep written by an
+older version.
 """
 
 from __future__ import annotations
@@ -10,20 +12,24 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from flowstate import Policy
-from pipeline.benchmarks import taubench
+from pipeline.benchmarks.plugin import EpisodeRecord, JudgeRequiredError
 from pipeline.benchmarks.transcript import TranscriptMessage, TranscriptToolCall
-from pipeline.episodes import grade_with_retries
+from pipeline.config import parse_job
+from pipeline.episode import grade_episode
+from pipeline.manifest import read_manifest
 from pipeline.store.files import table_files
 from pipeline.store.reader import select
-from pipeline.store.rows import reward_columns
-from pipeline.store.writer import write_parquet_atomic
+from pipeline.store.rows import grade_columns, request_outcome_rows
+from pipeline.store.schema import EPISODES, ID_FIELDS, REQUEST_OUTCOMES, SCHEMA_VERSION
+from pipeline.store.writer import episode_file, write_parquet_atomic
+from pipeline.sweep import Cell, job_cells
 
 
 class RegradeSummary(BaseModel):
@@ -47,15 +53,29 @@ def load_transcripts(files: list[Path]) -> dict[str, list[TranscriptMessage]]:
     return transcripts
 
 
-async def regrade(sweep_dir: Path, *, basis: Literal["task", "classic"] | None = None,
-                  judge: Policy | None = None) -> RegradeSummary:
+def sweep_cells(sweep_dir: Path) -> dict[str, Cell]:
+    """cell_id -> cell, from the job the manifest recorded (after importing the plug-ins it names)."""
+    manifest = read_manifest(sweep_dir)
+    if manifest is None or "job" not in manifest:
+        raise FileNotFoundError(f"{sweep_dir}: no manifest.json with the job (is this a sweep directory?)")
+    return {cell.cell_id: cell for cell in job_cells(parse_job(manifest["job"]))}
+
+
+def _ids(row: dict[str, Any]) -> dict[str, Any]:
+    return {f.name: row[f.name] for f in ID_FIELDS} | {"schema_version": SCHEMA_VERSION}
+
+
+async def regrade(sweep_dir: Path, *, basis: str | None = None, judge: Policy | None = None) -> RegradeSummary:
     """Grade every simulated episode of a sweep again; infrastructure failures are left as they are."""
     files = table_files(sweep_dir)
     if not files["episodes"]:
         raise FileNotFoundError(f"{sweep_dir}: no episodes table (is this a sweep directory?)")
+    cells = sweep_cells(sweep_dir)
     transcripts = load_transcripts(files["transcript"])
     changed = ungraded = total = needs_judge = 0
     rewards: list[float] = []
+    outcomes: dict[str, list[dict[str, Any]]] = {}
+    cell_of: dict[str, str] = {}
     for path in files["episodes"]:
         stored = pq.read_table(path)
         rows = stored.to_pylist()
@@ -63,28 +83,48 @@ async def regrade(sweep_dir: Path, *, basis: Literal["task", "classic"] | None =
             if row["status"] == "failed":
                 continue
             total += 1
-            task = taubench.get_task(row["domain"], row["task_id"])
-            row_basis = basis or ("classic" if row["reward_basis"].startswith("classic") else "task")
+            record = EpisodeRecord(transcript=transcripts.get(row["episode_id"], []), termination=row["termination"])
             try:
-                reward, error = await grade_with_retries(task, transcripts.get(row["episode_id"], []),
-                                                         row["termination"], basis=row_basis, judge=judge)
-            except taubench.JudgeRequiredError:
+                grade, error = await grade_episode(cells[row["cell_id"]].benchmark, row["task_id"], record, judge, basis)
+            except JudgeRequiredError:
                 needs_judge += 1
                 continue
-            before = (row["reward"], row["status"])
-            _apply(row, reward, error)
+            before = (row.get("reward"), row.get("status"))
+            row.update(grade_columns(grade), status="completed" if grade is not None else "grading_failed", error=error,
+                       schema_version=SCHEMA_VERSION)
+            outcomes[row["episode_id"]] = request_outcome_rows(_ids(row), grade)
+            cell_of[row["episode_id"]] = row["cell_id"]
             changed += (row["reward"], row["status"]) != before
-            if reward is None:
+            if grade is None:
                 ungraded += 1
             else:
-                rewards.append(reward.reward)
-        # the file's own schema keeps its footer metadata (a compacted part lists its episodes there)
-        write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=stored.schema))
+                rewards.append(grade.reward)
+        _rewrite(path, stored.schema, EPISODES, rows)
+    _rewrite_request_outcomes(sweep_dir, files["request_outcomes"], outcomes, cell_of)
     return RegradeSummary(episodes=total, changed=changed, still_ungraded=ungraded, needs_judge=needs_judge,
                           mean_reward=sum(rewards) / len(rewards) if rewards else None)
 
 
-def _apply(row: dict, reward: taubench.RewardInfo | None, error: str | None) -> None:
-    row.update(reward_columns(reward, row["reward_basis"]))
-    row["status"] = "completed" if reward is not None else "grading_failed"
-    row["error"] = error
+def _rewrite(path: Path, stored: pa.Schema, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
+    """Rewrite a file in the current schema; the file's own metadata is kept (a compacted part lists
+    its episodes there). Rows written by an older schema lose the columns it no longer has."""
+    full = [{name: row.get(name) for name in schema.names} for row in rows]
+    write_parquet_atomic(path, pa.Table.from_pylist(full, schema=schema.with_metadata(stored.metadata)))
+
+
+def _rewrite_request_outcomes(sweep_dir: Path, files: list[Path], outcomes: dict[str, list[dict[str, Any]]],
+                              cell_of: dict[str, str]) -> None:
+    """Replace the request rows of every re-graded episode, in whichever file holds them."""
+    placed: set[str] = set()
+    for path in files:
+        stored = pq.read_table(path)
+        rows = stored.to_pylist()
+        kept = [r for r in rows if r["episode_id"] not in outcomes]
+        held = {r["episode_id"] for r in rows} & set(outcomes)
+        placed |= held
+        if held:
+            _rewrite(path, stored.schema, REQUEST_OUTCOMES, kept + [r for e in sorted(held) for r in outcomes[e]])
+    for episode_id, rows in outcomes.items():
+        if episode_id not in placed and rows:
+            path = episode_file(sweep_dir, "request_outcomes", cell_of[episode_id], episode_id)
+            write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=REQUEST_OUTCOMES))

@@ -29,7 +29,7 @@ from pipeline.config import JobConfig
 from pipeline.llm import verify_schema_enforcement
 from pipeline.llm.deployments import Deployment, ScriptedSpec, make_deployment
 from pipeline.manifest import code_version
-from pipeline.models import aclose_policy
+from pipeline.roles import aclose_caller
 from pipeline.store.rows import failure_rows
 from pipeline.store.writer import write_episode
 from pipeline.sweep import EpisodeSpec, Sweep
@@ -116,7 +116,7 @@ def check_schema_enforcement(job: JobConfig, deployments: Mapping[str, Deploymen
         return
     for name in sorted(names):
         deployment = deployments[name]
-        if isinstance(deployment.spec, ScriptedSpec) or not deployment.spec.check_schema_enforcement:
+        if isinstance(deployment.spec, ScriptedSpec) or not getattr(deployment.spec, "check_schema_enforcement", False):
             continue
         asyncio.run(_verify(deployment))
 
@@ -126,7 +126,7 @@ async def _verify(deployment: Deployment) -> None:
     try:
         await verify_schema_enforcement(policy)
     finally:
-        await aclose_policy(policy)
+        await aclose_caller(policy)
 
 
 def stop_deployments(deployments: Mapping[str, Deployment]) -> None:

@@ -48,13 +48,15 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
     if ep["status"] == "failed":
         yield f"  FAILED after {ep['attempts']} attempt(s): {ep['error']}"
         return
-    yield (f"  status {ep['status']} · termination {ep['termination']} · reward {ep['reward']} ({ep['reward_basis']}; "
-           f"DB {ep['db']}, COMMUNICATE {ep['communicate']}, NL {ep['nl_assertion']}, ACTION {ep['action']})")
+    metrics = ", ".join(f"{k} {v:g}" for k, v in sorted((ep["metrics"] or {}).items()))
+    yield (f"  status {ep['status']} · termination {ep['termination']} · reward {ep['reward']} ({ep['grading_basis']}"
+           f"{'; ' + metrics if metrics else ''})")
     yield (f"  {ep['n_requests']} requests · {ep['n_steps']} steps · {ep['n_parse_error_steps']} steps with parse errors · "
            f"{ep['n_tool_errors']} tool errors · {ep['duration_s']:.2f} s")
-    yield (f"  tokens: agent {ep['agent_prompt_tokens']} prompt + {ep['agent_completion_tokens']} completion "
-           f"(cached {ep['agent_cached_tokens']}, estimated cached {ep['agent_cached_tokens_estimate']}); "
-           f"user {ep['user_prompt_tokens']} + {ep['user_completion_tokens']}; judge {ep['judge_prompt_tokens']} + {ep['judge_completion_tokens']}")
+    yield (f"  tokens: #Tok {ep['tokens']} = agent {ep['agent_prompt_tokens']} prompt + {ep['agent_completion_tokens']} "
+           f"completion (cached {ep['agent_cached_tokens']}, estimated cached {ep['agent_cached_tokens_estimate']})"
+           f"{_role_tokens(ep, 'memory')}; beside it:{_role_tokens(ep, 'user_simulator')}{_role_tokens(ep, 'judge')}"
+           f"{_role_tokens(ep, 'tool_model')}")
     request = None
     for s in data["steps"]:
         if s["request"] != request:
@@ -79,6 +81,11 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
         yield f"final repository: {len(nodes)} nodes ({len(nodes) - tool} model, {tool} persisted observations)"
         for n in nodes:
             yield f"  [{n['source_request']}] {n['state_id']} ({n['type']}, {n['origin']}): {_clip(n['summary'], 100)}"
+
+
+def _role_tokens(ep: dict, role: str) -> str:
+    prompt, completion = ep.get(f"{role}_prompt_tokens"), ep.get(f"{role}_completion_tokens")
+    return "" if prompt is None and completion is None else f" {role} {prompt} + {completion}"
 
 
 def _step_lines(s: dict) -> Iterator[str]:

@@ -3,8 +3,8 @@
 cell    = benchmark × domain × method (with options and protocol mode) × agent model (with sampling)
 episode = cell × task × trial
 
-An episode id hashes the resolved episode config (cell, task id, trial, seed, user simulator and
-judge) and the checksums of the data it reads, so re-running a job finds the episodes it already
+An episode id hashes the resolved episode config (cell, task id, trial, seed, the models of its other
+roles) and the checksums of the data it reads, so re-running a job finds the episodes it already
 has; the code version is recorded beside it, not hashed. The sweep id is the job's name plus a
 hash of its resolved config.
 """
@@ -17,12 +17,11 @@ import random
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializeAsAny
 
-from pipeline.benchmarks import catalog
-from pipeline.config import AgentModel, BenchmarkCell, JobConfig, MethodSpec, ModelUse
-from pipeline.llm.deployments import DeploymentSpec, EndpointSpec, LlamaCppSpec, ScriptedSpec
-from pipeline.llm.deployments.specs import SMOLLM2_FILE
+from flowstate import METHODS, Capability, MethodOptions
+from pipeline.benchmarks.plugin import BenchmarkCell, benchmark_of
+from pipeline.config import AgentModel, EmbeddingsUse, JobConfig, ModelUse
 
 
 def content_hash(data: Any, length: int = 16) -> str:
@@ -36,8 +35,8 @@ class Cell(BaseModel):
 
     cell_id: str
     label: str
-    benchmark: BenchmarkCell
-    method: MethodSpec
+    benchmark: SerializeAsAny[BenchmarkCell]
+    method: SerializeAsAny[MethodOptions]
     agent: AgentModel
 
     @property
@@ -58,6 +57,10 @@ class EpisodeSpec(BaseModel):
     seed: int
     user_simulator: ModelUse | str
     judge: ModelUse | str
+    # Unset roles fall back to the cell's agent model (see JobConfig).
+    tool_model: ModelUse | None = None
+    memory: ModelUse | None = None
+    embeddings: EmbeddingsUse | None = None
 
 
 class Sweep(BaseModel):
@@ -74,25 +77,25 @@ class Sweep(BaseModel):
         return {e.episode_id: e for e in self.episodes}
 
 
-def deployment_identity(spec: DeploymentSpec) -> dict[str, Any]:
-    """What identifies a deployment's behaviour: engine, model and what shapes its outputs —
-    not replicas, hosts, URLs or timeouts."""
-    if isinstance(spec, ScriptedSpec):
-        return {"kind": spec.kind, "name": spec.name}
-    if isinstance(spec, EndpointSpec):
-        return {"kind": spec.kind, "engine": spec.engine, "model": spec.model}
-    if isinstance(spec, LlamaCppSpec):
-        model = spec.model_path.name if spec.model_path else SMOLLM2_FILE
-        return {"kind": spec.kind, "model": model, "n_ctx": spec.n_ctx}
-    return {"kind": spec.kind, "model": spec.model, "engine_args": spec.engine_args}
-
-
-def model_identity(job: JobConfig, use: ModelUse | str) -> dict[str, Any]:
-    """A model serving a role: its deployment's identity and the sampling."""
+def model_identity(job: JobConfig, use: ModelUse | EmbeddingsUse | str) -> dict[str, Any]:
+    """A model serving a role: its deployment's identity and the sampling (fixtures: their name)."""
     if isinstance(use, str):
         return {"fixture": use}
-    return {"model": deployment_identity(job.deployments[use.deployment]),
-            "sampling": use.sampling.model_dump(mode="json")}
+    model = job.deployments[use.deployment].identity()
+    if isinstance(use, EmbeddingsUse):
+        return {"model": model}
+    return {"model": model, "sampling": use.sampling.model_dump(mode="json")}
+
+
+def _method_roles(job: JobConfig, method: MethodOptions) -> dict[str, Any]:
+    """The identity of the roles a method calls that the job sets apart from the agent."""
+    uses = METHODS.get(method.name).uses
+    roles: dict[str, Any] = {}
+    if Capability.MEMORY_MODEL in uses and job.memory is not None:
+        roles["memory"] = model_identity(job, job.memory)
+    if Capability.EMBEDDINGS in uses and job.embeddings is not None:
+        roles["embeddings"] = model_identity(job, job.embeddings)
+    return roles
 
 
 def trial_seeds(seed: int, trials: int) -> list[int]:
@@ -101,36 +104,50 @@ def trial_seeds(seed: int, trials: int) -> list[int]:
     return [rng.randint(0, 1_000_000) for _ in range(trials)]
 
 
+def _cell(job: JobConfig, bench: BenchmarkCell, method: MethodOptions, agent: AgentModel) -> tuple[Cell, dict[str, Any]]:
+    resolved = {
+        "benchmark": bench.identity(),
+        "method": method.identity(),
+        "agent": model_identity(job, agent),
+    }
+    label = ".".join((bench.benchmark, bench.domain, method.display, agent.name))
+    return Cell(cell_id=content_hash(resolved, 12), label=label, benchmark=bench, method=method, agent=agent), resolved
+
+
+def job_cells(job: JobConfig) -> list[Cell]:
+    """The job's cells in sweep order, without reading any data (e.g. to interpret stored rows)."""
+    return [_cell(job, b, m, a)[0] for b in job.benchmarks for m in job.methods for a in job.agents]
+
+
 def expand(job: JobConfig) -> Sweep:
     """Cells × tasks × trials, in a stable order (cells as listed, then tasks, then trials)."""
     sweep_id = f"{job.name}-{content_hash(job.to_resolved(), 10)}"
     seeds = trial_seeds(job.seed, job.trials)
     user = model_identity(job, job.user_simulator)
     judge = model_identity(job, job.judge)
+    # Roles added after the first schema enter episode ids only when set (older ids stay the same).
+    tool_model = {"tool_model": model_identity(job, job.tool_model)} if job.tool_model is not None else {}
     cells: list[Cell] = []
     episodes: list[EpisodeSpec] = []
     checksums: dict[str, str] = {}
     for bench in job.benchmarks:
-        data = catalog.data_checksums(bench)
+        benchmark = benchmark_of(bench)
+        data = benchmark.data_checksums(bench)
         checksums.update(data)
-        tasks = catalog.task_ids(bench)
+        tasks = benchmark.task_ids(bench)
         for method in job.methods:
+            roles = {**tool_model, **_method_roles(job, method)}
             for agent in job.agents:
-                resolved = {
-                    "benchmark": bench.model_dump(mode="json"),
-                    "method": method.model_dump(mode="json", exclude={"label"}),
-                    "agent": model_identity(job, agent),
-                }
-                label = ".".join((bench.benchmark, bench.domain, method.display, agent.name))
-                cell = Cell(cell_id=content_hash(resolved, 12), label=label, benchmark=bench, method=method, agent=agent)
+                cell, resolved = _cell(job, bench, method, agent)
                 cells.append(cell)
                 for task_id in tasks:
                     for trial, seed in enumerate(seeds):
                         episode_config = {"cell": resolved, "task": task_id, "trial": trial, "seed": seed,
-                                          "user_simulator": user, "judge": judge,
+                                          "user_simulator": user, "judge": judge, **roles,
                                           "limits": job.limits.model_dump(mode="json"), "data": data}
                         episodes.append(EpisodeSpec(
                             episode_id=content_hash(episode_config), sweep_id=sweep_id, cell=cell, task_id=task_id,
                             trial=trial, seed=seed, user_simulator=job.user_simulator, judge=job.judge,
+                            tool_model=job.tool_model, memory=job.memory, embeddings=job.embeddings,
                         ))
     return Sweep(job=job, sweep_id=sweep_id, cells=cells, episodes=episodes, data_checksums=checksums)

@@ -1,11 +1,11 @@
 -- paired_outcomes: the same task and trial run by a method and by the baseline, side by side
 -- (same benchmark, domain and model): the input of the report's paired bootstrap intervals.
 -- One row per (method, task, trial) that both sides scored. Rewards and components as in episodes.
--- @param baseline VARCHAR = 'full_context' -- method label the others are paired with
+-- @param baseline VARCHAR -- method label the others are paired with (the job's analysis.baseline)
 SELECT m.benchmark, m.domain, m.model, m.method, $baseline AS baseline, m.task_id, m.trial,
        m.reward, b.reward AS baseline_reward,
-       m.agent_prompt_tokens + m.agent_completion_tokens AS tokens,
-       b.agent_prompt_tokens + b.agent_completion_tokens AS baseline_tokens
+       m.tokens,
+       b.tokens AS baseline_tokens
 FROM scored AS m
 JOIN scored AS b
   ON b.benchmark = m.benchmark AND b.domain = m.domain AND b.model = m.model

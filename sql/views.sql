@@ -1,7 +1,11 @@
 -- views.sql: the views and macros every query in sql/ relies on.
 --
--- Base views, one per table (columns: pipeline/store/schema.py; request_outcomes: below):
---   steps, episodes, transcript, messages, request_outcomes
+-- Base views, one per table (columns: pipeline/store/schema.py):
+--   steps, episodes, transcript, messages, request_outcomes, method_records
+-- and the table metric_catalog: every registered benchmark's declared metrics (benchmark, position,
+-- metric, label, description, aggregate, source, key, numerator, denominator, headline), which
+-- scores.sql reads. A benchmark's per-episode scores are the episodes column metrics, a
+-- MAP(VARCHAR, DOUBLE): episodes.metrics['db'].
 -- Each reads the Parquet files listed in the DuckDB variable <table>_files. The query runner
 -- (pipeline/analysis/query.py) sets them to exactly the files that hold finished episodes, once each,
 -- compacted or not (pipeline/store/files.py), plus an empty file that carries the current schema
@@ -14,14 +18,16 @@
 -- hive_partitioning = false: every file carries its id columns; the cell=<id> folders are layout only.
 --
 -- request_outcomes (depth analysis, paper Figure 4 / Table 4): one row per graded request of an
--- episode, for benchmarks that grade each request (subtask) on its own; no τ-bench domain does.
--- Files: <sweep>/request_outcomes/cell=<cell_id>/<episode_id>.parquet, written before the episode's
--- episodes row like the other tables. Columns: the id columns of every table (schema_version,
--- sweep_id, cell_id, cell, episode_id, task_id, trial, benchmark, domain, method, model), then
---   request  INT32    depth k of the request in its episode, counted from 1
---   correct  BOOLEAN  whether the request (subtask) was completed correctly
---   score    DOUBLE   optional partial credit in [0, 1] (NULL when the benchmark has none)
--- (pyarrow schema: pipeline.store.tables.REQUEST_OUTCOMES).
+-- episode, written by the grading stage for benchmarks that grade each request (subtask) on its own
+-- (rewritten by flowstate grade). Columns: the id columns of every table, then
+--   request        INT32    depth k of the request in its episode, counted from 1
+--   correct        BOOLEAN  whether the request (subtask) was completed correctly
+--   score          DOUBLE   optional partial credit in [0, 1] (NULL when the benchmark has none)
+--   credit_passed  INT32    optional: named items passed (e.g. constraint slots) ...
+--   credit_total   INT32    ... of how many
+--   reason         VARCHAR  optional: why (the benchmark's words)
+-- method_records: what a method declared worth keeping: kind, request, step (0: between steps),
+-- payload_json (read it with DuckDB's JSON functions: payload_json->>'$.field').
 
 CREATE OR REPLACE VIEW steps AS
 SELECT * FROM read_parquet(getvariable('steps_files'), union_by_name = true, hive_partitioning = false);
@@ -41,8 +47,11 @@ FROM read_parquet(getvariable('messages_files'), union_by_name = true, hive_part
 CREATE OR REPLACE VIEW request_outcomes AS
 SELECT * FROM read_parquet(getvariable('request_outcomes_files'), union_by_name = true, hive_partitioning = false);
 
+CREATE OR REPLACE VIEW method_records AS
+SELECT * FROM read_parquet(getvariable('method_records_files'), union_by_name = true, hive_partitioning = false);
+
 -- Episodes that ran to the end, graded or not: everything but infrastructure failures (status
--- 'failed'), which are excluded from every metric as upstream τ-bench excludes infrastructure_error.
+-- 'failed'), which are excluded from every metric (as upstream τ-bench excludes infrastructure_error).
 CREATE OR REPLACE VIEW finished AS
 SELECT * FROM episodes WHERE status <> 'failed';
 
@@ -51,9 +60,9 @@ SELECT * FROM episodes WHERE status <> 'failed';
 CREATE OR REPLACE VIEW scored AS
 SELECT * FROM episodes WHERE status = 'completed';
 
--- Share of episodes that achieved a 0/1 component (or the mean of a fraction), where an episode gated
--- by its termination (graded = false: reward 0, nothing evaluated, TOOLS.md §7.1) counts as 0.
--- NULL when no episode of the group evaluated the component (e.g. COMMUNICATE on retail's task basis).
+-- Share of episodes that achieved a 0/1 component (or the mean of a fraction), where an episode whose
+-- grading gate failed (graded = false: reward 0, nothing evaluated) counts as 0. NULL when no episode
+-- of the group evaluated the component. A benchmark's "gated_mean" metrics aggregate this way.
 CREATE OR REPLACE MACRO component_rate(component, graded) AS
     CASE WHEN count(component) > 0 THEN avg(CASE WHEN graded THEN component ELSE 0 END) END;
 

@@ -1,4 +1,4 @@
-"""``flowstate query|compact|report|export|track``: registered on the main parser by ``add_commands``.
+"""``flowstate query|compact|report|track``: registered on the main parser by ``add_commands``.
 
 Handlers return an exit code and raise ``CliError`` for errors the user can fix.
 """
@@ -28,11 +28,12 @@ def _guard(run: Callable[[], Any]) -> Any:
     """User errors of the analysis layer as CliError (one line, no traceback)."""
     from pipeline.analysis.compact import CompactionBusyError
     from pipeline.analysis.query import QueryError
+    from pipeline.analysis.report import ReportError
     from pipeline.store.files import NoResultsError
 
     try:
         return run()
-    except (QueryError, NoResultsError, CompactionBusyError) as exc:
+    except (QueryError, NoResultsError, CompactionBusyError, ReportError) as exc:
         raise CliError(str(exc)) from None
 
 
@@ -62,16 +63,8 @@ def _report(args: argparse.Namespace) -> int:
     from pipeline.analysis.report import build_report
 
     out = args.out or Path(args.dir) / "report.md"
-    report = _guard(lambda: build_report(args.dir, out))
+    report = _guard(lambda: build_report(args.dir, out, baseline=args.baseline))
     print(f"report: {report.markdown}" + "".join(f"\n  figure: {f}" for f in report.figures))
-    return 0
-
-
-def _export(args: argparse.Namespace) -> int:
-    from pipeline.analysis.export import export_tau2
-
-    for path in _guard(lambda: export_tau2(args.dir, args.out)):
-        print(f"wrote {path}")
     return 0
 
 
@@ -104,14 +97,8 @@ def add_commands(subparsers: Any) -> None:
     report = subparsers.add_parser("report", help="markdown report with the paper's tables and figures")
     report.add_argument("dir", type=Path, help="a sweep directory, or a folder of them")
     report.add_argument("--out", type=Path, help="report file (default: DIR/report.md)")
+    report.add_argument("--baseline", help="method compared with (default: the jobs' analysis.baseline)")
     report.set_defaults(handler=_report)
-
-    export = subparsers.add_parser("export", help="export results to other tools' formats")
-    formats = export.add_subparsers(dest="export_format", required=True)
-    tau2 = formats.add_parser("tau2", help="τ-bench episodes as upstream tau2-bench results JSON")
-    tau2.add_argument("dir", type=Path, help="a sweep directory, or a folder of them")
-    tau2.add_argument("--out", type=Path, required=True, help="results.json (one file per cell when several)")
-    tau2.set_defaults(handler=_export)
 
     track = subparsers.add_parser("track", help="log or re-log a sweep to MLflow")
     track.add_argument("dir", type=Path, help="a sweep directory, or a folder of them")

@@ -18,11 +18,12 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def performance_vs_tokens(points: list[dict[str, Any]], baseline: str, path: Path) -> Path:
-    """Figure 3: pass rate against relative #Tok per method and model.
+def performance_vs_tokens(points: list[dict[str, Any]], baseline: str, path: Path, *,
+                          ylabel: str = "pass rate (%)") -> Path:
+    """Figure 3: performance against relative #Tok per method and model.
 
     ``points``: model, method, relative_tokens (#Tok / the baseline's, same model and tasks, averaged
-    over domains), pass_rate (percent, averaged over domains). The baseline is hollow at x = 1;
+    over domains), performance (percent, averaged over domains). The baseline is hollow at x = 1;
     dashed arrows lead from it to each other method of the same model.
     """
     fig = Figure(figsize=(6, 4.5))
@@ -36,17 +37,17 @@ def performance_vs_tokens(points: list[dict[str, Any]], baseline: str, path: Pat
         base = next((p for p in group if p["method"] == baseline), None)
         for p in group:
             hollow = p["method"] == baseline
-            ax.scatter(p["relative_tokens"], p["pass_rate"], s=60, color=color,
+            ax.scatter(p["relative_tokens"], p["performance"], s=60, color=color,
                        facecolors="none" if hollow else color, zorder=3)
-            ax.annotate(p["method"], (p["relative_tokens"], p["pass_rate"]), textcoords="offset points",
+            ax.annotate(p["method"], (p["relative_tokens"], p["performance"]), textcoords="offset points",
                         xytext=(5, 5), fontsize=8)
             if base is not None and not hollow:
-                ax.annotate("", xy=(p["relative_tokens"], p["pass_rate"]),
-                            xytext=(base["relative_tokens"], base["pass_rate"]),
+                ax.annotate("", xy=(p["relative_tokens"], p["performance"]),
+                            xytext=(base["relative_tokens"], base["performance"]),
                             arrowprops={"arrowstyle": "->", "linestyle": "--", "color": color})
         ax.scatter([], [], color=color, label=model)
     ax.set_xlabel(f"relative token usage (#Tok / {baseline}, same model and tasks)")
-    ax.set_ylabel("pass rate (%)")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(title="model", fontsize=8)
     return _save(fig, path)

@@ -18,7 +18,10 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.analysis.catalog import SQL_DIR, VIEWS, list_queries
-from pipeline.store.files import runs_files
+from pipeline.benchmarks.plugin import BENCHMARKS
+from pipeline.manifest import read_manifest
+from pipeline.plugins import load_plugins
+from pipeline.store.files import NoResultsError, runs_files, sweep_dirs
 from pipeline.store.tables import ANALYSIS_TABLES, anchor_file
 
 ParamType = Literal["VARCHAR", "INTEGER", "DOUBLE", "BOOLEAN"]
@@ -137,14 +140,48 @@ def load_query(name_or_path: str | Path) -> QuerySpec:
                      "(or give the path of your own .sql file)")
 
 
+METRIC_CATALOG = pa.schema([
+    ("benchmark", pa.string()), ("position", pa.int32()), ("metric", pa.string()), ("label", pa.string()),
+    ("description", pa.string()), ("aggregate", pa.string()), ("source", pa.string()), ("key", pa.string()),
+    ("numerator", pa.string()), ("denominator", pa.string()), ("headline", pa.bool_()),
+])
+
+
+def metric_catalog() -> pa.Table:
+    """Every registered benchmark's declared metrics, in declaration order (the ``metric_catalog`` table)."""
+    rows = []
+    for name in BENCHMARKS.names():
+        for position, m in enumerate(BENCHMARKS.get(name).metrics):
+            rows.append({"benchmark": name, "position": position, "metric": m.name, "label": m.label,
+                         "description": m.description, "aggregate": m.aggregate, "source": m.column or "metrics",
+                         "key": m.key or m.name, "numerator": m.numerator, "denominator": m.denominator,
+                         "headline": m.headline})
+    return pa.Table.from_pylist(rows, schema=METRIC_CATALOG)
+
+
+def load_run_plugins(runs_dir: Path) -> None:
+    """The plug-ins every sweep under ``runs_dir`` was run with (their benchmarks declare its metrics)."""
+    try:
+        sweeps = sweep_dirs(runs_dir)
+    except NoResultsError:
+        sweeps = []
+    modules = {m for d in sweeps for m in ((read_manifest(d) or {}).get("job", {}).get("plugins") or [])}
+    load_plugins(sorted(modules))
+
+
 def connect(runs_dir: Path | str) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the views of ``sql/views.sql`` over ``runs_dir``."""
-    files = runs_files(Path(runs_dir))
+    """An in-memory DuckDB connection with the views of ``sql/views.sql`` over ``runs_dir`` and the
+    ``metric_catalog`` table of the benchmarks' declared metrics."""
+    runs_dir = Path(runs_dir)
+    load_run_plugins(runs_dir)
+    files = runs_files(runs_dir)
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     for table in ANALYSIS_TABLES:
         paths = [str(anchor_file(table))] + [str(f) for f in files[table]]
         con.execute(f"SET VARIABLE {table}_files = $files", {"files": paths})  # table: a fixed name, not input
+    catalog = metric_catalog()  # noqa: F841 - read by the statement below
+    con.execute("CREATE TABLE metric_catalog AS SELECT * FROM catalog")
     con.execute((SQL_DIR / f"{VIEWS}.sql").read_text(encoding="utf-8"))
     return con
 
@@ -169,8 +206,19 @@ def query_rows(con: duckdb.DuckDBPyConnection, name: str, **available: Any) -> l
 
 
 def run_query(name_or_path: str | Path, runs_dir: Path | str, params: dict[str, Any] | None = None) -> pa.Table:
-    """Run a shipped query (``NAME``) or a ``.sql`` file over one sweep or a folder of sweeps."""
+    """Run a shipped query (``NAME``) or a ``.sql`` file over one sweep or a folder of sweeps.
+
+    A ``baseline`` parameter not given is the baseline the sweeps' jobs name (``analysis.baseline``).
+    """
+    from pipeline.analysis.report import job_baseline, resolve_baseline
+
     spec = load_query(name_or_path)
-    spec.bind(params or {})  # parameter errors before any file is read
+    params = dict(params or {})
+    wants_baseline = "baseline" in {p.name for p in spec.params} and "baseline" not in params
+    if wants_baseline and (named := job_baseline(runs_dir)) is not None:
+        params["baseline"] = named
+    spec.bind(params)  # parameter errors before any file is read
     with connect(runs_dir) as con:
+        if wants_baseline:
+            params["baseline"] = resolve_baseline(con, params["baseline"])
         return execute(con, spec, params)

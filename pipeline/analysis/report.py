@@ -1,5 +1,10 @@
-"""A markdown report in the layout of the paper's Tables 2–4, with paired bootstrap intervals and
-the figures (3: performance against relative tokens; 4: accuracy by request depth)."""
+"""A markdown report in the layout of the paper's tables, with paired bootstrap intervals and the
+figures (3: performance against relative tokens; 4: accuracy by request depth).
+
+Each benchmark's main table has the columns it declares as headline metrics (τ-bench's Table 2:
+PR / DB / Act.; MemoryArena's Table 1: SR / PS / sPS) plus #Tok, per domain; Δ rows and the paired
+intervals compare every method with the job's baseline (``analysis: {baseline: ...}``).
+"""
 
 from __future__ import annotations
 
@@ -15,16 +20,23 @@ from pydantic import BaseModel
 from pipeline.analysis import plots
 from pipeline.analysis.formats import cell_text, markdown_table
 from pipeline.analysis.query import connect, query_rows
-from pipeline.store.files import sweep_dirs
 from pipeline.analysis.stats import LEVEL, RESAMPLES, SEED, paired_bootstrap
+from pipeline.benchmarks.plugin import BENCHMARKS
+from pipeline.manifest import read_manifest
+from pipeline.store.files import sweep_dirs
 
-BASELINE = "full_context"
 Row = dict[str, Any]
+Key = tuple[str, str, str, str]
+TOKENS = "tokens"
 
 
 class Report(BaseModel):
     markdown: Path
     figures: list[Path]
+
+
+class ReportError(ValueError):
+    """A report that cannot be made as asked (e.g. sweeps that name different baselines)."""
 
 
 def _pct(x: float | None) -> str:
@@ -44,49 +56,70 @@ def _tokens(n: float | None) -> str:
     return f"{n:.0f}"
 
 
-def _key(r: Row) -> tuple[str, str, str, str]:
+def _key(r: Row) -> Key:
     return r["benchmark"], r["domain"], r["model"], r["method"]
 
 
-def _method_order(methods: Iterable[str], baseline: str) -> list[str]:
+def _method_order(methods: Iterable[str], baseline: str | None) -> list[str]:
     return sorted(set(methods), key=lambda m: (m != baseline, m))
 
 
-def main_table(scores: list[Row], tokens: list[Row], deltas: list[Row], baseline: str) -> str:
-    """Table 2: per benchmark, PR / DB / Act. / #Tok per domain; Δ rows against the baseline."""
-    tok = {_key(r): r["tokens"] for r in tokens}
-    delta = {_key(r): r for r in deltas}
-    out = []
-    for benchmark in sorted({r["benchmark"] for r in scores}):
-        rows = [r for r in scores if r["benchmark"] == benchmark]
-        domains = sorted({r["domain"] for r in rows})
-        score = {(r["domain"], r["model"], r["method"]): r for r in rows}
-        header = ["Model", "Method"] + [f"{d.capitalize()} {m}" for d in domains for m in ("PR", "DB", "Act.", "#Tok")]
-        body = []
-        for model in sorted({r["model"] for r in rows}):
-            methods = _method_order((r["method"] for r in rows if r["model"] == model), baseline)
-            for method in methods:
-                cells = []
-                for d in domains:
-                    s = score.get((d, model, method), {})
-                    cells += [_pct(s.get("pass_rate")), _pct(s.get("db")), _pct(s.get("action")),
-                              _tokens(tok.get((benchmark, d, model, method)))]
-                body.append([model, method] + cells)
-            for method in methods:
-                if not any((benchmark, d, model, method) in delta for d in domains):
-                    continue
-                cells = []
-                for d in domains:
-                    r = delta.get((benchmark, d, model, method), {})
-                    cells += [_signed(r.get("d_pass_rate")), _signed(r.get("d_db")), _signed(r.get("d_action")),
-                              _signed(r.get("d_tokens_pct"), "%")]
-                body.append([model, f"Δ {method} vs. {baseline}"] + cells)
-        out.append(f"### {benchmark}\n\n{markdown_table(header, body)}")
-    return "\n".join(out)
+class Scores:
+    """The shipped queries' rows, indexed for the tables: metric values and Δs per cell."""
+
+    def __init__(self, scores: list[Row], tokens: list[Row], deltas: list[Row]) -> None:
+        self.value: dict[Key, dict[str, float | None]] = defaultdict(dict)
+        self.headline: dict[str, list[tuple[str, str]]] = {}  # benchmark -> [(metric, label)] in order
+        for r in scores:
+            self.value[_key(r)][r["metric"]] = r["value"]
+            if r["headline"]:
+                pairs = self.headline.setdefault(r["benchmark"], [])
+                if (r["metric"], r["label"]) not in pairs:
+                    pairs.append((r["metric"], r["label"]))
+        for r in tokens:
+            self.value[_key(r)][TOKENS] = r["tokens"]
+        self.delta: dict[Key, dict[str, float | None]] = defaultdict(dict)
+        for r in deltas:
+            self.delta[_key(r)][r["metric"]] = r["delta"]
+        self.rows = scores
+
+    def cells(self, benchmark: str) -> list[Key]:
+        return sorted({_key(r) for r in self.rows if r["benchmark"] == benchmark})
+
+    def columns(self, benchmark: str) -> list[tuple[str, str]]:
+        """(metric, label) of the benchmark's main table: its headline metrics, then #Tok."""
+        return [*self.headline.get(benchmark, []), (TOKENS, "#Tok")]
+
+    def text(self, key: Key, metric: str) -> str:
+        value = self.value.get(key, {}).get(metric)
+        return _tokens(value) if metric == TOKENS else _pct(value)
+
+    def delta_text(self, key: Key, metric: str) -> str:
+        return _signed(self.delta.get(key, {}).get(metric), "%" if metric == TOKENS else "")
+
+
+def main_table(s: Scores, benchmark: str, baseline: str | None) -> str:
+    """One benchmark's main table: per domain its headline metrics and #Tok; Δ rows against the baseline."""
+    cells = s.cells(benchmark)
+    domains = sorted({d for _, d, _, _ in cells})
+    columns = s.columns(benchmark)
+    header = ["Model", "Method"] + [f"{d.capitalize()} {label}" for d in domains for _, label in columns]
+    body = []
+    for model in sorted({m for _, _, m, _ in cells}):
+        methods = _method_order((method for _, _, m, method in cells if m == model), baseline)
+        for method in methods:
+            body.append([model, method] + [s.text((benchmark, d, model, method), metric)
+                                           for d in domains for metric, _ in columns])
+        for method in methods:
+            if not any((benchmark, d, model, method) in s.delta for d in domains):
+                continue
+            body.append([model, f"Δ {method} vs. {baseline}"] + [s.delta_text((benchmark, d, model, method), metric)
+                                                                 for d in domains for metric, _ in columns])
+    return f"### {benchmark}\n\n{markdown_table(header, body)}"
 
 
 def paired_table(pairs: list[Row]) -> str:
-    groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    groups: dict[Key, list[float]] = defaultdict(list)
     for p in pairs:
         if p["reward"] is not None and p["baseline_reward"] is not None:
             groups[_key(p)].append(100 * (p["reward"] - p["baseline_reward"]))
@@ -94,23 +127,24 @@ def paired_table(pairs: list[Row]) -> str:
     for (benchmark, domain, model, method), diffs in sorted(groups.items()):
         ci = paired_bootstrap(diffs)
         body.append([benchmark, domain, model, method, str(ci.n), _signed(ci.mean), f"[{_signed(ci.low)}, {_signed(ci.high)}]"])
-    return markdown_table(["Benchmark", "Domain", "Model", "Method", "Pairs", "ΔPR (pp)", f"{LEVEL:.0%} CI"], body)
+    return markdown_table(["Benchmark", "Domain", "Model", "Method", "Pairs", "Δreward (pp)", f"{LEVEL:.0%} CI"], body)
 
 
-def ablation_table(scores: list[Row], tokens: list[Row], baseline: str) -> str | None:
-    """Table 3: every variant (method label other than the baseline) where a domain has two or more."""
-    tok = {_key(r): r["tokens"] for r in tokens}
-    body = []
-    for (benchmark, domain, model), group in sorted(_group(scores, ("benchmark", "domain", "model")).items()):
-        variants = [r for r in group if r["method"] != baseline]
-        if len(variants) < 2:
-            continue
-        for r in sorted(variants, key=lambda r: r["method"]):
-            body.append([benchmark, domain, model, r["method"], _pct(r["pass_rate"]), _pct(r["db"]),
-                         _pct(r["action"]), _tokens(tok.get(_key(r)))])
-    if not body:
-        return None
-    return markdown_table(["Benchmark", "Domain", "Model", "Variant", "PR", "DB", "Act.", "#Tok"], body)
+def ablation_table(s: Scores, baseline: str | None) -> str | None:
+    """Table 3: every variant (method other than the baseline) where a domain has two or more, in the
+    benchmark's headline metrics."""
+    parts = []
+    for benchmark in sorted(s.headline):
+        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for _, domain, model, method in s.cells(benchmark):
+            if method != baseline:
+                groups[(domain, model)].append(method)
+        columns = s.columns(benchmark)
+        body = [[benchmark, domain, model, method] + [s.text((benchmark, domain, model, method), m) for m, _ in columns]
+                for (domain, model), methods in sorted(groups.items()) if len(methods) >= 2 for method in sorted(methods)]
+        if body:
+            parts.append(markdown_table(["Benchmark", "Domain", "Model", "Variant"] + [label for _, label in columns], body))
+    return "\n".join(parts) or None
 
 
 def retention_table(retention: list[Row]) -> str | None:
@@ -150,55 +184,72 @@ def internals_table(isu: list[Row], psa: list[Row], parse: list[Row]) -> str:
                            "disclosed/request", "parse errors %"], body)
 
 
-def _group(rows: list[Row], keys: tuple[str, ...]) -> dict[tuple[Any, ...], list[Row]]:
-    groups: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
-    for r in rows:
-        groups[tuple(r[k] for k in keys)].append(r)
-    return groups
-
-
-def figure3_points(scores: list[Row], deltas: list[Row], baseline: str) -> list[Row]:
-    """Per model and method: pass rate (%) and relative #Tok, each averaged over domains with equal weight."""
-    relative = _group(deltas, ("model", "method"))
+def figure3_points(s: Scores, baseline: str) -> tuple[list[Row], str]:
+    """Per model and method: the first headline metric (%) and relative #Tok, each averaged over
+    the domains (and benchmarks) with equal weight; the axis label."""
+    performance: dict[tuple[str, str], list[float]] = defaultdict(list)
+    relative: dict[tuple[str, str], list[float]] = defaultdict(list)
+    labels = []
+    for benchmark, columns in sorted(s.headline.items()):
+        metric, label = columns[0]
+        labels.append(label)
+        for key in s.cells(benchmark):
+            value = s.value[key].get(metric)
+            if value is not None:
+                performance[(key[2], key[3])].append(100 * value)
+            change = s.delta.get(key, {}).get(TOKENS)
+            if change is not None:
+                relative[(key[2], key[3])].append(1 + change / 100)
     points = []
-    for (model, method), group in sorted(_group(scores, ("model", "method")).items()):
-        rates = [100 * r["pass_rate"] for r in group if r["pass_rate"] is not None]
-        if not rates:
-            continue
+    for (model, method), values in sorted(performance.items()):
         if method == baseline:
             rel = 1.0
-        elif (model, method) in relative:
-            changes = [r["d_tokens_pct"] for r in relative[(model, method)] if r["d_tokens_pct"] is not None]
-            if not changes:
-                continue
-            rel = 1 + sum(changes) / len(changes) / 100
+        elif relative.get((model, method)):
+            rel = sum(relative[(model, method)]) / len(relative[(model, method)])
         else:
             continue
-        points.append({"model": model, "method": method, "relative_tokens": rel, "pass_rate": sum(rates) / len(rates)})
-    return points
+        points.append({"model": model, "method": method, "relative_tokens": rel,
+                       "performance": sum(values) / len(values)})
+    return points, " / ".join(dict.fromkeys(labels))
 
 
-def resolve_baseline(con: duckdb.DuckDBPyConnection, wanted: str) -> str:
+def resolve_baseline(con: duckdb.DuckDBPyConnection, wanted: str | None) -> str | None:
     """The baseline's method label: ``wanted`` itself, else the one label of its family
     (``full_context-json`` when Full Context ran only on the JSON protocol)."""
+    if wanted is None:
+        return None
     labels = {row[0] for row in con.sql("SELECT DISTINCT method FROM episodes").fetchall()}
     family = sorted(label for label in labels if label.startswith(f"{wanted}-"))
     return family[0] if wanted not in labels and len(family) == 1 else wanted
 
 
-def build_report(runs_dir: Path | str, out_md: Path | str, *, baseline: str = BASELINE) -> Report:
-    """Write the report (markdown) and its figures (PNG, next to it)."""
+def job_baseline(runs_dir: Path | str) -> str | None:
+    """The baseline the sweeps' jobs name (``analysis.baseline``); an error when they disagree."""
+    try:
+        sweeps = sweep_dirs(runs_dir)
+    except ValueError:
+        return None
+    named = {((read_manifest(d) or {}).get("job", {}).get("analysis") or {}).get("baseline") for d in sweeps}
+    named.discard(None)
+    if len(named) > 1:
+        raise ReportError(f"the sweeps under {runs_dir} name different baselines ({', '.join(sorted(named))}): "
+                          "choose one with --baseline")
+    return next(iter(named), None)
+
+
+def build_report(runs_dir: Path | str, out_md: Path | str, *, baseline: str | None = None) -> Report:
+    """Write the report (markdown) and its figures (PNG, next to it); the baseline defaults to the jobs'."""
     with connect(runs_dir) as con:
-        return write_report(con, Path(runs_dir), Path(out_md), baseline=baseline)
+        return write_report(con, Path(runs_dir), Path(out_md), baseline=baseline or job_baseline(runs_dir))
 
 
-def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *, baseline: str = BASELINE) -> Report:
+def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *, baseline: str | None) -> Report:
     """The report from an open connection over ``runs_dir`` (whose views it queries)."""
     baseline = resolve_baseline(con, baseline)
-    scores = query_rows(con, "pass_rate")
-    tokens = query_rows(con, "tokens")
-    deltas = query_rows(con, "delta_vs_full_context", baseline=baseline)
-    pairs = query_rows(con, "paired_outcomes", baseline=baseline)
+    compared = baseline is not None
+    s = Scores(query_rows(con, "scores"), query_rows(con, "tokens"),
+               query_rows(con, "delta_vs_baseline", baseline=baseline) if compared else [])
+    pairs = query_rows(con, "paired_outcomes", baseline=baseline) if compared else []
     pass_hat = query_rows(con, "pass_hat_k")
     retention = query_rows(con, "depth_retention")
     depth = query_rows(con, "depth_accuracy")
@@ -208,21 +259,21 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
     parts = [
         "# FlowState results\n",
         f"Runs: `{runs_dir}` (sweeps: {sweeps}); generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
-        f"baseline: `{baseline}`.\n",
-        "PR = pass rate (mean reward), DB = database accuracy, Act. = share of episodes matching every gold "
-        "action, all in percent over scored episodes (infrastructure failures excluded); #Tok = the agent's "
-        "prompt + completion tokens over finished episodes. Δ rows compare with the baseline on the same "
-        "model and tasks: percentage points for PR/DB/Act., relative change of #Tok per episode.\n",
-        "## Table 2: results per domain\n",
-        main_table(scores, tokens, deltas, baseline),
+        + (f"baseline: `{baseline}`.\n" if compared else "no baseline (the jobs name none: `analysis: {baseline: ...}`).\n"),
     ]
+    for benchmark in sorted({r["benchmark"] for r in s.rows}):
+        plugin = BENCHMARKS.get(benchmark) if benchmark in BENCHMARKS.names() else None
+        parts.append(f"## {plugin.report_heading if plugin else 'Results'}\n")
+        if plugin and plugin.report_caption:
+            parts.append(plugin.report_caption + "\n")
+        parts.append(main_table(s, benchmark, baseline))
     if pairs:
         parts += ["## Paired differences\n",
-                  f"Method − {baseline} pass rate in percentage points over the (task, trial) pairs both ran; "
+                  f"Method − {baseline} reward in percentage points over the (task, trial) pairs both ran; "
                   f"{LEVEL:.0%} percentile interval from {RESAMPLES:,} bootstrap resamples of the pairs "
                   f"(NumPy default_rng, seed {SEED}).\n",
                   paired_table(pairs)]
-    ablations = ablation_table(scores, tokens, baseline)
+    ablations = ablation_table(s, baseline)
     if ablations:
         parts += ["## Table 3: variants\n", ablations]
     table4 = retention_table(retention)
@@ -233,10 +284,12 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
     if pass_hat:
         parts += ["## pass^k\n", pass_hat_table(pass_hat)]
     parts += ["## FlowState internals\n", internals]
-    points = figure3_points(scores, deltas, baseline)
-    if any(p["method"] != baseline for p in points):
-        figures.append(plots.performance_vs_tokens(points, baseline, out_md.with_name(f"{out_md.stem}_fig3_tokens.png")))
-        parts += ["## Figure 3: performance against relative tokens\n", f"![Figure 3]({figures[-1].name})\n"]
+    if compared:
+        points, label = figure3_points(s, baseline)
+        if any(p["method"] != baseline for p in points):
+            path = out_md.with_name(f"{out_md.stem}_fig3_tokens.png")
+            figures.append(plots.performance_vs_tokens(points, baseline, path, ylabel=f"{label} (%)"))
+            parts += ["## Figure 3: performance against relative tokens\n", f"![Figure 3]({figures[-1].name})\n"]
     if depth:
         figures.append(plots.accuracy_by_depth(depth, out_md.with_name(f"{out_md.stem}_fig4_depth.png")))
         parts += ["## Figure 4: accuracy by request depth\n", f"![Figure 4]({figures[-1].name})\n"]

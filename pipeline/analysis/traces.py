@@ -105,5 +105,5 @@ def log_episode_trace(client: MlflowClient, episode: Row, rows: dict[str, list[R
     for step in rows.get("steps", []):
         t = _step(spans, root.span_id, step, calls.get((step["request"], step["step"])), tools, t)
     client.end_trace(root.trace_id, end_time_ns=max(t, _ns(episode["finished_at"])),
-                     outputs={k: episode[k] for k in ("status", "termination", "reward", "reward_basis")})
+                     outputs={k: episode[k] for k in ("status", "termination", "reward", "grading_basis")})
     return root.trace_id

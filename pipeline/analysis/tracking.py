@@ -7,9 +7,11 @@ Layout (experiment: the job's ``tracking.experiment``, else its name):
   ``config/`` (job file, resolved job, manifest), ``summary/`` (every shipped query as .md and .csv),
   ``report/`` (report.md and its figures).
 - child run per cell ``<cell label>``: tags ``mlflow.parentRunId``, ``flowstate.cell_id``, benchmark,
-  domain, method, model; metrics from the SQL of ``sql/`` (scores, pass^k, tokens, Δ vs. baseline,
-  ISU / PSA / protocol internals, depth retention), logged with ``log_batch`` at step = the cell's
-  finished episodes; up to ``trace_samples_per_cell`` episodes as traces attached to the child run.
+  domain, method, model; metrics from the SQL of ``sql/`` (counts and pass rate, every metric the
+  benchmark declares under its own name, pass^k, tokens, Δ vs. the job's baseline as
+  ``vs_baseline.d_<metric>``, ISU / PSA / protocol internals, depth retention), logged with
+  ``log_batch`` at step = the cell's finished episodes; up to ``trace_samples_per_cell`` episodes as
+  traces attached to the child run.
 
 Re-logging reuses everything: the parent run id is kept in the manifest (``mlflow_run_id``) and also
 found by its sweep tag; child runs are found by parent and cell tags; params are logged once (they
@@ -34,12 +36,11 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, Run
 from mlflow.exceptions import MlflowException
-from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 from pydantic import BaseModel
 
 from pipeline.analysis.formats import to_csv, to_markdown
 from pipeline.analysis.query import connect, list_queries, load_query, query_rows, query_table
-from pipeline.analysis.report import BASELINE, resolve_baseline, write_report
+from pipeline.analysis.report import job_baseline, resolve_baseline, write_report
 from pipeline.analysis.traces import CELL_TAG, EPISODE_TAG, episode_rows, log_episode_trace
 from pipeline.manifest import MANIFEST, read_manifest
 
@@ -48,7 +49,7 @@ PARENT_TAG = "mlflow.parentRunId"
 CELL_KEYS = ("benchmark", "domain", "method", "model")
 # query -> metric name prefix; each of these returns one row per cell (keyed by CELL_KEYS)
 CELL_METRICS = {"pass_rate": "", "tokens": "tokens.", "isu_ops": "isu.", "psa": "psa.", "parse_errors": "protocol.",
-                "delta_vs_full_context": "vs_baseline.", "depth_retention": "depth."}
+                "depth_retention": "depth."}
 _SKIP_COLUMNS = set(CELL_KEYS) | {"baseline"}
 _PARAM_MAX = 500
 
@@ -72,11 +73,16 @@ def _tracking_uri(uri: str | None) -> Iterator[str]:
         yield mlflow.get_tracking_uri()
         return
     env = os.environ.get("MLFLOW_TRACKING_URI")
+    # Without the variable, a set URI was set in code: pin it back; with it, follow the variable again.
+    pinned = mlflow.get_tracking_uri() if env is None and mlflow.is_tracking_uri_set() else None
+    mlflow.set_tracking_uri(uri)
     try:
-        with _use_tracking_uri(uri):
-            yield mlflow.get_tracking_uri()
-    finally:  # restoring an unset global also unsets the environment variable: put it back
-        if env is not None:
+        yield mlflow.get_tracking_uri()
+    finally:
+        mlflow.set_tracking_uri(pinned)  # type: ignore[arg-type] - None unsets it (public API, documented in code)
+        if env is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
             os.environ["MLFLOW_TRACKING_URI"] = env
 
 
@@ -152,7 +158,7 @@ def _log_new(client: MlflowClient, run: Run, params: dict[str, str], metrics: di
     return len(changed)
 
 
-def cell_metrics(con: Any, baseline: str) -> dict[tuple[str, ...], dict[str, float]]:
+def cell_metrics(con: Any, baseline: str | None) -> dict[tuple[str, ...], dict[str, float]]:
     """Numeric metrics per cell key (benchmark, domain, method, model) from the shipped SQL."""
     metrics: dict[tuple[str, ...], dict[str, float]] = {}
 
@@ -161,11 +167,23 @@ def cell_metrics(con: Any, baseline: str) -> dict[tuple[str, ...], dict[str, flo
             metrics.setdefault(key, {})[name] = float(value)
 
     for query, prefix in CELL_METRICS.items():
-        for row in query_rows(con, query, baseline=baseline):
+        for row in query_rows(con, query):
             key = tuple(row[k] for k in CELL_KEYS)
             for column, value in row.items():
                 if column not in _SKIP_COLUMNS:
                     put(key, f"{prefix}{column}", value)
+    for row in query_rows(con, "scores"):  # each benchmark's own metrics, under their declared names
+        put(tuple(row[k] for k in CELL_KEYS), row["metric"], row["value"])
+    if baseline is not None:
+        for row in query_rows(con, "delta_vs_baseline", baseline=baseline):
+            key, name = tuple(row[k] for k in CELL_KEYS), row["metric"]
+            put(key, f"vs_baseline.d_{name}{'_pct' if name == 'tokens' else ''}", row["delta"])
+            put(key, f"vs_baseline.{name}", row["value"])
+            put(key, f"vs_baseline.baseline_{name}", row["baseline_value"])
+            if name == "pass_rate" or name == "tokens":
+                put(key, "vs_baseline.tasks", row["tasks"])
+                put(key, "vs_baseline.method_episodes", row["method_episodes"])
+                put(key, "vs_baseline.baseline_episodes", row["baseline_episodes"])
     for row in query_rows(con, "pass_hat_k"):
         put(tuple(row[k] for k in CELL_KEYS), f"pass_hat_{row['k']}", row["pass_hat_k"])
     distances: dict[tuple[str, ...], list[tuple[int, int]]] = {}
@@ -177,7 +195,7 @@ def cell_metrics(con: Any, baseline: str) -> dict[tuple[str, ...], dict[str, flo
 
 
 def _log_artifacts(client: MlflowClient, run_id: str, sweep_dir: Path, manifest: dict[str, Any], con: Any,
-                   baseline: str) -> None:
+                   baseline: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="flowstate-mlflow-") as tmp:
         root = Path(tmp)
         config = root / "config"
@@ -191,8 +209,11 @@ def _log_artifacts(client: MlflowClient, run_id: str, sweep_dir: Path, manifest:
         summary = root / "summary"
         summary.mkdir()
         for name in list_queries():
+            spec = load_query(name)
+            if baseline is None and any(p.name == "baseline" for p in spec.params):
+                continue  # a comparison without a baseline
             table = query_table(con, name, baseline=baseline)
-            (summary / f"{name}.md").write_text(f"# {name}\n\n{load_query(name).description}\n\n{to_markdown(table)}")
+            (summary / f"{name}.md").write_text(f"# {name}\n\n{spec.description}\n\n{to_markdown(table)}")
             (summary / f"{name}.csv").write_text(to_csv(table))
         write_report(con, sweep_dir, root / "report" / "report.md", baseline=baseline)
         for folder in ("config", "summary", "report"):
@@ -233,7 +254,7 @@ def _log_traces(client: MlflowClient, con: Any, experiment_id: str, run_id: str,
 
 
 def log_sweep(sweep_dir: Path | str, *, experiment: str | None = None, tracking_uri: str | None = None,
-              trace_samples_per_cell: int | None = None, baseline: str = BASELINE) -> TrackingResult:
+              trace_samples_per_cell: int | None = None, baseline: str | None = None) -> TrackingResult:
     """Log (or re-log) one sweep to MLflow from this (the driver) process; see the module docstring."""
     started = time.monotonic()
     sweep_dir = Path(sweep_dir)
@@ -244,7 +265,7 @@ def log_sweep(sweep_dir: Path | str, *, experiment: str | None = None, tracking_
     uri = tracking_uri or tracking.get("tracking_uri")  # else MLFLOW_TRACKING_URI, else MLflow's default
     with _tracking_uri(uri) as active_uri, connect(sweep_dir) as con:
         client = MlflowClient(active_uri)
-        baseline = resolve_baseline(con, baseline)
+        baseline = resolve_baseline(con, baseline or job_baseline(sweep_dir))
         experiment_id = _experiment_id(client, experiment)
         parent = _parent_run(client, experiment_id, manifest["sweep_id"], manifest.get("mlflow_run_id"))
         parent_id = parent.info.run_id

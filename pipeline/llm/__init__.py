@@ -4,7 +4,7 @@ The stand-in server for tests and benchmarks is ``pipeline.llm.stub_server.StubS
 imported here so that episode actors do not load uvicorn for nothing.
 """
 
-from pipeline.llm.client import ChatClient, Endpoints, FixedEndpoint, response_format
+from pipeline.llm.client import ChatClient, EmbeddingClient, Endpoints, FixedEndpoint, response_format
 from pipeline.llm.deployments import (
     SCRIPTED_POLICIES,
     Deployment,
@@ -28,7 +28,7 @@ from pipeline.llm.schema_check import verify_schema_enforcement
 from pipeline.llm.settings import ClientSettings, Engine, RetryPolicy, SamplingParams
 
 __all__ = [
-    "SCRIPTED_POLICIES", "ChatClient", "ClientSettings", "Deployment", "DeploymentSpec",
+    "SCRIPTED_POLICIES", "ChatClient", "ClientSettings", "EmbeddingClient", "Deployment", "DeploymentSpec",
     "DeploymentStartError", "EndpointSpec", "Endpoints", "Engine", "FixedEndpoint", "LlamaCppSpec",
     "ModelError", "ModelRequestError", "ModelUnavailableError", "RetryPolicy", "Router",
     "RouterEndpoints", "RoutingTable", "SamplingParams", "SchemaNotEnforcedError", "ScriptedFactory",

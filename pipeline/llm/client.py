@@ -24,7 +24,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import httpx
 import openai
 
-from flowstate.chat import ChatMessage, Completion, ContextOverflowError, TokenUsage
+from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Embeddings, TokenUsage
 from pipeline.llm.errors import ModelError, ModelRequestError, ModelUnavailableError
 from pipeline.llm.prefix import PrefixMemory, estimate_cached_tokens, render_prompt
 from pipeline.llm.settings import ClientSettings, Engine, RetryPolicy, SamplingParams
@@ -173,8 +173,9 @@ def _scrub(exc: BaseException, secret: str | None) -> BaseException:
     return exc
 
 
-class ChatClient:
-    """``Policy`` over an OpenAI-compatible server (vLLM, llama.cpp, OpenAI, the stub server).
+class OpenAIClient:
+    """What every call to an OpenAI-compatible server shares: routing, the in-flight limit, timeouts,
+    retries with backoff, and a key read from the environment.
 
     The API key is read from the environment variable ``api_key_env`` when a connection pool is
     made; it is never stored on this object, logged, or left in exception texts.
@@ -185,8 +186,6 @@ class ChatClient:
         endpoints: Endpoints | str,
         model: str,
         *,
-        engine: Engine = "openai",
-        sampling: SamplingParams = SamplingParams(),
         settings: ClientSettings = ClientSettings(),
         api_key_env: str | None = None,
         limit_key: str | None = None,
@@ -194,8 +193,6 @@ class ChatClient:
     ) -> None:
         self.endpoints = FixedEndpoint(endpoints) if isinstance(endpoints, str) else endpoints
         self.model = model
-        self.engine: Engine = engine
-        self.sampling = sampling
         self.settings = settings
         self.api_key_env = api_key_env
         # Calls sharing a limit_key share one in-flight semaphore (one per deployment).
@@ -204,12 +201,14 @@ class ChatClient:
         self.conversation = conversation
 
     def __repr__(self) -> str:
-        return f"ChatClient(model={self.model!r}, engine={self.engine!r}, endpoints={self.endpoints!r})"
+        return f"{type(self).__name__}(model={self.model!r}, endpoints={self.endpoints!r})"
 
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, json_schema: Mapping[str, Any] | None = None
-    ) -> Completion:
-        request = self._request(messages, json_schema)
+    async def aclose(self) -> None:
+        """End the conversation (a router frees its sticky replica)."""
+        await self.endpoints.release()
+
+    async def _call(self, path: str, body: dict[str, Any]) -> tuple[Any, str, float]:
+        """POST ``body`` to ``path`` with retries: (the reply's JSON, the URL that answered, seconds)."""
         retry = self.settings.retry
         last: BaseException | None = None
         for attempt in range(retry.max_attempts):
@@ -221,9 +220,9 @@ class ChatClient:
                         # openai's documented raw path: the body goes out as built, and the reply
                         # comes back as JSON, without the library's per-call typing work (several
                         # ms of CPU per call at high concurrency); errors are the library's own.
-                        raw = await self._http(url).post("/chat/completions", body=request, cast_to=httpx.Response)
+                        raw = await self._http(url).post(path, body=body, cast_to=httpx.Response)
                         response = raw.json()
-                    latency = time.perf_counter() - started
+                    return response, url, time.perf_counter() - started
             except Exception as exc:  # noqa: BLE001 - sorted by classify(), the rest re-raised
                 outcome = classify(exc)
                 last = self._raise_unless_retryable(exc, outcome)
@@ -231,17 +230,11 @@ class ChatClient:
                     await self.endpoints.report_failure(url)
                 if attempt + 1 < retry.max_attempts:
                     await asyncio.sleep(max(backoff_delay(attempt, retry), _retry_after(exc, retry)))
-                continue
-            return await self._completion(response, url, latency, messages)
         raise ModelUnavailableError(
             f"{self.model}: no usable reply after {retry.max_attempts} attempts; last error: "
             f"{type(last).__name__}: {last}",
             last,
         ) from last
-
-    async def aclose(self) -> None:
-        """End the conversation (a router frees its sticky replica)."""
-        await self.endpoints.release()
 
     # -- internals -----------------------------------------------------------------------
     def _raise_unless_retryable(self, exc: Exception, outcome: Outcome | None) -> Exception:
@@ -254,21 +247,6 @@ class ChatClient:
         if outcome == "reject":
             raise ModelRequestError(f"{self.model}: request rejected: {exc}", exc) from exc
         return exc
-
-    def _request(self, messages: Sequence[ChatMessage], json_schema: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The JSON body of one chat-completion request, sent as it is (no client-side transform)."""
-        s = self.sampling
-        sampling = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed}
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-            **({"user": self.conversation} if self.conversation else {}),
-            **{k: v for k, v in sampling.items() if v is not None},
-            **s.extra_body,
-        }
-        if json_schema is not None:
-            body["response_format"] = response_format(self.engine, json_schema, strict=self.settings.strict_json_schema)
-        return body
 
     def _secret(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -286,6 +264,50 @@ class ChatClient:
             )
 
         return _HTTP_CLIENTS.get((url, self.api_key_env, next(_SHARD) % _POOL_SHARDS), make)
+
+class ChatClient(OpenAIClient):
+    """``Policy`` over an OpenAI-compatible server (vLLM, llama.cpp, OpenAI, the stub server)."""
+
+    def __init__(
+        self,
+        endpoints: Endpoints | str,
+        model: str,
+        *,
+        engine: Engine = "openai",
+        sampling: SamplingParams = SamplingParams(),
+        settings: ClientSettings = ClientSettings(),
+        api_key_env: str | None = None,
+        limit_key: str | None = None,
+        conversation: str | None = None,
+    ) -> None:
+        super().__init__(endpoints, model, settings=settings, api_key_env=api_key_env, limit_key=limit_key,
+                         conversation=conversation)
+        self.engine: Engine = engine
+        self.sampling = sampling
+
+    def __repr__(self) -> str:
+        return f"ChatClient(model={self.model!r}, engine={self.engine!r}, endpoints={self.endpoints!r})"
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, json_schema: Mapping[str, Any] | None = None
+    ) -> Completion:
+        response, url, latency = await self._call("/chat/completions", self._request(messages, json_schema))
+        return await self._completion(response, url, latency, messages)
+
+    def _request(self, messages: Sequence[ChatMessage], json_schema: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The JSON body of one chat-completion request, sent as it is (no client-side transform)."""
+        s = self.sampling
+        sampling = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            **({"user": self.conversation} if self.conversation else {}),
+            **{k: v for k, v in sampling.items() if v is not None},
+            **s.extra_body,
+        }
+        if json_schema is not None:
+            body["response_format"] = response_format(self.engine, json_schema, strict=self.settings.strict_json_schema)
+        return body
 
     async def _completion(
         self, response: Any, url: str, latency: float, messages: Sequence[ChatMessage]
@@ -309,6 +331,27 @@ class ChatClient:
             model=response.get("model"),
             served_by=url,
         )
+
+
+
+class EmbeddingClient(OpenAIClient):
+    """``flowstate.chat.Embedder`` over an OpenAI-compatible ``/v1/embeddings`` (vLLM in pooling
+    mode, llama.cpp's server with ``--embedding``, OpenAI, the stub server)."""
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        if not texts:
+            return Embeddings(vectors=[])
+        body = {"model": self.model, "input": list(texts), **({"user": self.conversation} if self.conversation else {})}
+        response, url, latency = await self._call("/embeddings", body)
+        data = response.get("data") if isinstance(response, dict) else None
+        items = sorted((d for d in data or [] if isinstance(d, dict)), key=lambda d: d.get("index", 0))
+        vectors = [d.get("embedding") for d in items]
+        if len(vectors) != len(texts) or not all(isinstance(v, list) for v in vectors):
+            raise ModelRequestError(f"{self.model}: {url}/embeddings answered {len(vectors)} vectors for "
+                                    f"{len(texts)} texts", None)
+        usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+        return Embeddings(vectors=vectors, prompt_tokens=usage.get("prompt_tokens"), latency_s=latency,
+                          model=response.get("model"))
 
 
 def _usage(usage: Any) -> TokenUsage:

@@ -1,10 +1,12 @@
 """A stand-in OpenAI-compatible server on 127.0.0.1 for tests and benchmarks.
 
 A real HTTP server (uvicorn with a bare ASGI app, one event loop: no thread per request) speaking
-``/v1/chat/completions`` and ``/v1/models``. Replies come from a pluggable async responder; a
+``/v1/chat/completions``, ``/v1/embeddings`` and ``/v1/models``. Replies come from a pluggable async responder; a
 fixed delay imitates model latency; :meth:`StubServer.inject` makes the next calls fail the way
 real servers do (status codes with engine error texts, garbage bodies, hangs, empty replies).
-Token counts are whitespace words, so tests can predict them.
+Token counts are whitespace words, so tests can predict them. Embeddings are deterministic:
+each word hashed into one of ``embedding_dims`` buckets, the counts L2-normalised (texts sharing
+words are similar, which is all a retrieval test needs).
 
 ``python -m pipeline.llm.stub_server --delay 0.2`` runs it in its own process (benchmarks).
 """
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import itertools
 import json
+import math
 import socket
 import threading
 import time
@@ -57,6 +61,15 @@ def _words(text: str | None) -> int:
     return len(text.split()) if text else 0
 
 
+def hashed_embedding(text: str, dims: int) -> list[float]:
+    """The stand-in's embedding of ``text``: a normalised bag of hashed, lower-cased words."""
+    vector = [0.0] * dims
+    for word in text.lower().split():
+        vector[int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % dims] += 1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
 class StubServer:
     """Start with ``with StubServer(...) as stub:``; ``stub.url`` ends in ``/v1``."""
 
@@ -68,12 +81,14 @@ class StubServer:
         model: str = "stub-model",
         cached_tokens: int | None = None,
         port: int = 0,
+        embedding_dims: int = 32,
     ) -> None:
         self.responder = responder
+        self.embedding_dims = embedding_dims
         self.delay_s = delay_s
         self.model = model
         self.cached_tokens = cached_tokens  # reported as usage.prompt_tokens_details when set
-        self.requests: list[dict[str, Any]] = []  # every chat request body received, in order
+        self.requests: list[dict[str, Any]] = []  # every chat and embeddings request body received, in order
         self.authorizations: list[str] = []  # their Authorization headers, in the same order
         self._fault: Fault | None = None
         self._fault_left: int | None = None
@@ -145,6 +160,8 @@ class StubServer:
         elif method == "POST" and path == "/v1/chat/completions":
             self.authorizations.append(dict(scope["headers"]).get(b"authorization", b"").decode())
             status, body, headers = await self._chat(json.loads(await _read_body(receive)))
+        elif method == "POST" and path == "/v1/embeddings":
+            status, body, headers = await self._embeddings(json.loads(await _read_body(receive)))
         else:
             status, body, headers = 404, {"error": {"message": f"no route {method} {path}"}}, {}
         payload = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -162,6 +179,24 @@ class StubServer:
             return await self._fail(fault)
         messages = body.get("messages", [])
         return 200, self._reply(body, messages, await self.responder(messages, body)), {}
+
+    async def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes, dict[str, str]]:
+        self.requests.append(body)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        fault = self._take_fault()
+        if fault is not None:
+            return await self._fail(fault)
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return 400, {"object": "error", "error": {"message": "input must be a string or a list of strings",
+                                                      "type": "BadRequestError", "param": "input", "code": 400}}, {}
+        data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(t, self.embedding_dims)}
+                for i, t in enumerate(texts)]
+        tokens = sum(_words(t) for t in texts)
+        return 200, {"object": "list", "data": data, "model": body.get("model", self.model),
+                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, {}
 
     async def _fail(self, fault: Fault) -> tuple[int, dict[str, Any] | bytes, dict[str, str]]:
         if fault.kind == "hang":

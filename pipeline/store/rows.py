@@ -1,16 +1,17 @@
-"""Episode outcomes as rows of the four tables (see :mod:`pipeline.store.schema`)."""
+"""Episode outcomes as rows of the tables (see :mod:`pipeline.store.schema`)."""
 
 from __future__ import annotations
 
 import json
-import math
+from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
 from flowstate import StepRecord
-from pipeline.benchmarks.taubench import RewardInfo, is_success
-from pipeline.episodes import EpisodeOutcome
-from pipeline.store.schema import SCHEMA_VERSION
+from pipeline.benchmarks.plugin import ROLES, TOK_ROLES, Grade
+from pipeline.calls import ModelCall
+from pipeline.episode import EpisodeOutcome
+from pipeline.store.schema import EPISODES, SCHEMA_VERSION
 from pipeline.sweep import EpisodeSpec
 
 Rows = dict[str, list[dict[str, Any]]]
@@ -25,12 +26,18 @@ def id_columns(spec: EpisodeSpec) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION, "sweep_id": spec.sweep_id, "cell_id": cell.cell_id, "cell": cell.label,
         "episode_id": spec.episode_id, "task_id": spec.task_id, "trial": spec.trial,
-        "benchmark": cell.benchmark.benchmark, "domain": cell.domain, "method": cell.method.display,
+        "benchmark": cell.benchmark.benchmark, "domain": cell.benchmark.domain, "method": cell.method.display,
         "model": cell.agent.name,
     }
 
 
-def step_row(ids: dict[str, Any], s: StepRecord) -> dict[str, Any]:
+def _sum(values: list[int | None]) -> int | None:
+    """Sum of reported counts; None when nothing was reported (never a misleading 0)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def step_row(ids: dict[str, Any], s: StepRecord, memory: list[ModelCall]) -> dict[str, Any]:
     rejection = ("operation", "state_id", "reason", "detail")
     return {
         **ids,
@@ -51,118 +58,125 @@ def step_row(ids: dict[str, Any], s: StepRecord) -> dict[str, Any]:
         "cached_tokens": s.cached_tokens, "cached_tokens_estimate": s.cached_tokens_estimate,
         "latency_s": s.latency_s, "finish_reason": s.finish_reason, "prompt_chars": s.prompt_chars,
         "active_nodes": s.active_nodes, "active_state_tokens": s.active_state_tokens, "index_states": s.index_states,
+        "memory_calls": len(memory),
+        "memory_prompt_tokens": _sum([c.usage.prompt_tokens for c in memory]),
+        "memory_completion_tokens": _sum([c.usage.completion_tokens for c in memory]),
     }
 
 
-def _sum(values: list[int | None]) -> int | None:
-    """Sum of reported counts; None when nothing was reported (never a misleading 0)."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
+def _memory_by_step(steps: list[StepRecord], calls: list[ModelCall]) -> dict[tuple[int, int], list[ModelCall]]:
+    """The method's own calls per step: a call before a request's first step counts on it, one after
+    its last (at the end of the request) on the last."""
+    last_step: dict[int, int] = {}
+    for s in steps:
+        last_step[s.request] = max(last_step.get(s.request, 0), s.step)
+    by_step: dict[tuple[int, int], list[ModelCall]] = defaultdict(list)
+    for call in calls:
+        if call.caller == "memory" and call.request in last_step:
+            by_step[(call.request, min(max(call.step or 1, 1), last_step[call.request]))].append(call)
+    return by_step
+
+
+def message_row(ids: dict[str, Any], call: ModelCall) -> dict[str, Any]:
+    u = call.usage
+    return {**ids, "seq": call.seq, "caller": call.caller, "request": call.request, "step": call.step,
+            "prompt_json": _json(call.prompt), "completion": call.completion,
+            "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "cached_tokens": u.cached_tokens, "cached_tokens_estimate": u.cached_tokens_estimate,
+            "latency_s": call.latency_s, "served_model": call.served_model, "served_by": call.served_by}
+
+
+def role_tokens(calls: list[ModelCall]) -> dict[str, int | None]:
+    """``<role>_prompt_tokens`` / ``<role>_completion_tokens`` per role (embeddings: input tokens)."""
+    columns: dict[str, int | None] = {}
+    for role in ROLES:
+        mine = [c.usage for c in calls if c.caller == role]
+        if role == "embeddings":
+            columns["embeddings_tokens"] = _sum([u.prompt_tokens for u in mine])
+        else:
+            columns[f"{role}_prompt_tokens"] = _sum([u.prompt_tokens for u in mine])
+            columns[f"{role}_completion_tokens"] = _sum([u.completion_tokens for u in mine])
+    return columns
+
+
+def tok(columns: dict[str, Any]) -> int | None:
+    """#Tok, defined once: prompt + completion tokens of the agent and of the method's own model."""
+    return _sum([columns[f"{role}_{kind}_tokens"] for role in TOK_ROLES for kind in ("prompt", "completion")])
+
+
+def grade_columns(grade: Grade | None) -> dict[str, Any]:
+    """The episodes columns grading decides (all null when it could not grade)."""
+    return {
+        "reward": grade.reward if grade else None,
+        "success": grade.success if grade else None,
+        "graded": grade.graded if grade else False,
+        "grading_basis": grade.basis if grade else None,
+        "metrics": grade.metrics if grade else None,
+        "grading_json": grade.detail_json if grade else None,
+    }
+
+
+def request_outcome_rows(ids: dict[str, Any], grade: Grade | None) -> list[dict[str, Any]]:
+    return [{**ids, **r.model_dump()} for r in grade.requests] if grade else []
 
 
 def outcome_rows(outcome: EpisodeOutcome, *, attempts: int, code_version: str) -> Rows:
-    spec, result, reward = outcome.spec, outcome.result, outcome.reward
+    spec, result, grade = outcome.spec, outcome.result, outcome.grade
     ids = id_columns(spec)
-    steps = [step_row(ids, s) for s in result.steps]
+    memory = _memory_by_step(result.steps, outcome.calls)
+    steps = [step_row(ids, s, memory.get((s.request, s.step), [])) for s in result.steps]
     transcript = [
         {**ids, "seq": i, "request": m.request, "role": m.role, "content": m.content,
          "tool_calls_json": _json([c.model_dump(mode="json") for c in m.tool_calls]) if m.tool_calls else None,
          "tool_call_id": m.tool_call_id, "error": m.error}
         for i, m in enumerate(outcome.transcript)
     ]
-    by_step = {(s.request, s.step): s for s in result.steps}
-    # Rows in call order: the user simulator's i-th call writes the message that opens request i+1
-    # (its last one may end the conversation), the agent's calls of that request follow, the judge
-    # grades after the conversation.
-    order: list[tuple[float, int, int]] = []
-    messages = []
-    for ex in result.exchanges:
-        order.append((ex.request, 1, ex.step))
-        s = by_step[(ex.request, ex.step)]
-        messages.append({**ids, "caller": "agent", "request": ex.request, "step": ex.step,
-                         "prompt_json": _json([m.model_dump() for m in ex.messages]), "completion": ex.completion,
-                         "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-                         "cached_tokens": s.cached_tokens, "cached_tokens_estimate": s.cached_tokens_estimate,
-                         "latency_s": s.latency_s, "served_model": s.served_model, "served_by": s.served_by})
-    user_calls = 0
-    for i, call in enumerate(outcome.calls):
-        if call.caller == "user_simulator":
-            user_calls += 1
-            order.append((user_calls, 0, i))
-        else:
-            order.append((math.inf, 2, i))
-        u = call.completion.usage
-        messages.append({**ids, "caller": call.caller, "request": None, "step": None,
-                         "prompt_json": _json([m.model_dump() for m in call.messages]), "completion": call.completion.text,
-                         "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                         "cached_tokens": u.cached_tokens, "cached_tokens_estimate": u.cached_tokens_estimate,
-                         "latency_s": call.completion.latency_s, "served_model": call.completion.model,
-                         "served_by": call.completion.served_by})
-    messages = [row for _, row in sorted(zip(order, messages, strict=True), key=lambda pair: pair[0])]
-    for seq, row in enumerate(messages):
-        row["seq"] = seq
-
-    def caller_tokens(caller: str, field: str) -> int | None:
-        return _sum([c.completion.usage.model_dump()[field] for c in outcome.calls if c.caller == caller])
-
+    tokens = role_tokens(outcome.calls)
     episode = {
-        **ids,
-        "seed": spec.seed,
-        "status": "completed" if reward is not None else "grading_failed",
+        **_cell_columns(spec),
+        "status": "completed" if grade is not None else "grading_failed",
         "error": outcome.grading_error, "attempts": attempts,
         "termination": result.termination,
-        **reward_columns(reward, spec.cell.benchmark.reward_basis),
+        **grade_columns(grade),
         "n_requests": result.requests, "n_steps": len(result.steps),
         "n_parse_error_steps": sum(1 for s in result.steps if s.parse_errors),
         "n_tool_errors": sum(s.tool_errors for s in result.steps),
         "n_disclosed": sum(len(s.disclosed) for s in result.steps),
         "repository_nodes": len(result.repository.nodes) if result.repository else None,
-        "agent_prompt_tokens": _sum([s.prompt_tokens for s in result.steps]),
-        "agent_completion_tokens": _sum([s.completion_tokens for s in result.steps]),
+        **tokens,
+        "tokens": tok(tokens),
         "agent_cached_tokens": _sum([s.cached_tokens for s in result.steps]),
         "agent_cached_tokens_estimate": _sum([s.cached_tokens_estimate for s in result.steps]),
-        "user_prompt_tokens": caller_tokens("user_simulator", "prompt_tokens"),
-        "user_completion_tokens": caller_tokens("user_simulator", "completion_tokens"),
-        "judge_prompt_tokens": caller_tokens("judge", "prompt_tokens"),
-        "judge_completion_tokens": caller_tokens("judge", "completion_tokens"),
-        "protocol": spec.cell.method.protocol.value, "tool_rendering": spec.cell.benchmark.tool_rendering,
         "started_at": outcome.started_at, "finished_at": outcome.finished_at, "duration_s": outcome.duration_s,
         "code_version": code_version,
         "repository_json": result.repository.model_dump_json() if result.repository else None,
     }
-    return {"steps": steps, "transcript": transcript, "messages": messages, "episodes": [episode]}
+    records = [{**ids, "seq": i, "kind": r.kind, "request": r.request, "step": r.step, "payload_json": _json(r.payload)}
+               for i, r in enumerate(result.records)]
+    return {"steps": steps, "transcript": transcript, "messages": [message_row(ids, c) for c in outcome.calls],
+            "request_outcomes": request_outcome_rows(ids, grade), "method_records": records,
+            "episodes": [_episode_row(episode)]}
 
 
-def reward_columns(reward: RewardInfo | None, basis: str) -> dict[str, Any]:
-    """The episodes columns grading decides (all null when it could not grade)."""
-    components = reward.components if reward else {}
-    return {
-        "reward": reward.reward if reward else None,
-        "success": is_success(reward.reward) if reward else None,
-        # Always explicit, e.g. "task: DB×NL_ASSERTION" or "classic: DB×COMMUNICATE".
-        "reward_basis": f"{reward.basis}: {'×'.join(reward.reward_basis)}" if reward else basis,
-        "graded": reward.graded if reward else False,
-        "db": components.get("DB"), "communicate": components.get("COMMUNICATE"),
-        "nl_assertion": components.get("NL_ASSERTION"), "action": components.get("ACTION"),
-        "action_read_accuracy": reward.read_accuracy if reward else None,
-        "action_write_accuracy": reward.write_accuracy if reward else None,
-        "reward_info_json": reward.model_dump_json() if reward else None,
-    }
+def _cell_columns(spec: EpisodeSpec) -> dict[str, Any]:
+    cell = spec.cell
+    return {**id_columns(spec), "seed": spec.seed, "protocol": cell.method.protocol.value,
+            "benchmark_options_json": _json(cell.benchmark.identity()),
+            "method_options_json": _json(cell.method.identity())}
+
+
+def _episode_row(values: dict[str, Any]) -> dict[str, Any]:
+    """A full episodes row: every column of the schema, null where ``values`` has none."""
+    unknown = set(values) - set(EPISODES.names)
+    if unknown:
+        raise ValueError(f"not episodes columns: {sorted(unknown)}")
+    return {name: values.get(name) for name in EPISODES.names}
 
 
 def failure_rows(spec: EpisodeSpec, *, error: str, attempts: int, code_version: str) -> Rows:
     """An infrastructure failure: one episodes row with the error, excluded from every metric."""
-    now = datetime.now(UTC)
-    row = {name: None for name in (
-        "termination", "reward", "success", "db", "communicate", "nl_assertion", "action", "action_read_accuracy",
-        "action_write_accuracy", "n_requests", "n_steps", "n_parse_error_steps", "n_tool_errors", "n_disclosed",
-        "repository_nodes", "agent_prompt_tokens", "agent_completion_tokens", "agent_cached_tokens",
-        "agent_cached_tokens_estimate", "user_prompt_tokens", "user_completion_tokens", "judge_prompt_tokens",
-        "judge_completion_tokens", "started_at", "duration_s", "reward_info_json", "repository_json")}
-    row.update({
-        **id_columns(spec), "seed": spec.seed, "status": "failed", "error": error, "attempts": attempts,
-        "termination": "infrastructure_error", "reward_basis": spec.cell.benchmark.reward_basis, "graded": False,
-        "protocol": spec.cell.method.protocol.value, "tool_rendering": spec.cell.benchmark.tool_rendering,
-        "finished_at": now, "code_version": code_version,
-    })
-    return {"episodes": [row]}
+    return {"episodes": [_episode_row({
+        **_cell_columns(spec), "status": "failed", "error": error, "attempts": attempts,
+        "termination": "infrastructure_error", "graded": False, "finished_at": datetime.now(UTC),
+        "code_version": code_version,
+    })]}

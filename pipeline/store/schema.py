@@ -1,19 +1,30 @@
-"""Explicit pyarrow schemas of the four trajectory tables, with a schema version column.
+"""Explicit pyarrow schemas of the trajectory tables, with a schema version column.
 
-steps       one row per agent model call (FlowState step): ISU, PSA, tools, tokens, sizes
-episodes    one row per finished or failed episode: reward and components, termination, totals
-transcript  every conversation event in order (what grading and re-grading read)
-messages    every model call of any caller (agent, user simulator, judge): full prompt and completion
+steps             one row per agent model call (a FlowState step): ISU, PSA, tools, tokens, sizes
+episodes          one row per finished or failed episode: reward, the benchmark's metrics, termination, totals
+transcript        every conversation event in order (what grading and re-grading read)
+messages          every model call of any role (agent, memory, user simulator, judge, tool model,
+                  embeddings): full prompt and completion
+request_outcomes  one row per graded request, for benchmarks that grade each request (depth analysis)
+method_records    what a method declared worth keeping (kind, request, step, JSON payload)
 
-New columns may be added in later versions; readers use ``union_by_name``.
+No column names a benchmark or a method: a benchmark's scores are the ``metrics`` map of the
+episodes table, declared by the benchmark (see ``sql/scores.sql``). New columns may be added in later
+versions; readers use ``union_by_name``.
+
+Version 2 (this one) replaced version 1's τ-bench columns (db, communicate, nl_assertion, action,
+action_read_accuracy, action_write_accuracy, reward_basis, reward_info_json, tool_rendering,
+user_* tokens) by ``metrics``, ``grading_basis``, ``grading_json``, the cell's options as JSON and
+per-role token columns.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
-TABLES = ("steps", "episodes", "transcript", "messages")
+from pipeline.benchmarks.plugin import ROLES
+
+SCHEMA_VERSION = 2
 
 _str = pa.string()
 _i32 = pa.int32()
@@ -55,24 +66,36 @@ STEPS = pa.schema(ID_FIELDS + [
     pa.field("cached_tokens", _i64), pa.field("cached_tokens_estimate", _i64),
     pa.field("latency_s", _f64), pa.field("finish_reason", _str), pa.field("prompt_chars", _i64),
     pa.field("active_nodes", _i32), pa.field("active_state_tokens", _i64), pa.field("index_states", _i32),
+    # The method's own model calls during this step (a request's opening and closing calls count
+    # on its first and last step): part of #Tok.
+    pa.field("memory_calls", _i32), pa.field("memory_prompt_tokens", _i64), pa.field("memory_completion_tokens", _i64),
 ])
+
+#: Per-role token columns of the episodes table (embeddings count only input tokens).
+ROLE_TOKEN_FIELDS = [
+    pa.field(f"{role}_{kind}_tokens", _i64)
+    for role in ROLES if role != "embeddings" for kind in ("prompt", "completion")
+] + [pa.field("embeddings_tokens", _i64)]
 
 EPISODES = pa.schema(ID_FIELDS + [
     pa.field("seed", _i64), pa.field("status", _str), pa.field("error", _str), pa.field("attempts", _i32),
-    pa.field("termination", _str), pa.field("reward", _f64), pa.field("success", pa.bool_()),
-    pa.field("reward_basis", _str), pa.field("graded", pa.bool_()),
-    pa.field("db", _f64), pa.field("communicate", _f64), pa.field("nl_assertion", _f64),
-    pa.field("action", _f64), pa.field("action_read_accuracy", _f64), pa.field("action_write_accuracy", _f64),
+    pa.field("termination", _str),
+    # What grading decided: the reward, success, whether the grading gate passed, the basis, and the
+    # benchmark's declared metrics by name.
+    pa.field("reward", _f64), pa.field("success", pa.bool_()), pa.field("graded", pa.bool_()),
+    pa.field("grading_basis", _str), pa.field("metrics", pa.map_(_str, _f64)),
     pa.field("n_requests", _i32), pa.field("n_steps", _i32), pa.field("n_parse_error_steps", _i32),
     pa.field("n_tool_errors", _i32), pa.field("n_disclosed", _i32), pa.field("repository_nodes", _i32),
-    pa.field("agent_prompt_tokens", _i64), pa.field("agent_completion_tokens", _i64),
+    # #Tok, the paper's measure: the agent's and the method's own model calls, prompt + completion.
+    pa.field("tokens", _i64),
+    *ROLE_TOKEN_FIELDS[:2],
     pa.field("agent_cached_tokens", _i64), pa.field("agent_cached_tokens_estimate", _i64),
-    pa.field("user_prompt_tokens", _i64), pa.field("user_completion_tokens", _i64),
-    pa.field("judge_prompt_tokens", _i64), pa.field("judge_completion_tokens", _i64),
-    pa.field("protocol", _str), pa.field("tool_rendering", _str),
+    *ROLE_TOKEN_FIELDS[2:],
+    pa.field("protocol", _str),
+    pa.field("benchmark_options_json", _str), pa.field("method_options_json", _str),
     pa.field("started_at", pa.timestamp("us", tz="UTC")), pa.field("finished_at", pa.timestamp("us", tz="UTC")),
     pa.field("duration_s", _f64), pa.field("code_version", _str),
-    pa.field("reward_info_json", _str), pa.field("repository_json", _str),
+    pa.field("grading_json", _str), pa.field("repository_json", _str),
 ])
 
 TRANSCRIPT = pa.schema(ID_FIELDS + [
@@ -88,4 +111,22 @@ MESSAGES = pa.schema(ID_FIELDS + [
     pa.field("latency_s", _f64), pa.field("served_model", _str), pa.field("served_by", _str),
 ])
 
-SCHEMAS: dict[str, pa.Schema] = {"steps": STEPS, "episodes": EPISODES, "transcript": TRANSCRIPT, "messages": MESSAGES}
+REQUEST_OUTCOMES = pa.schema(ID_FIELDS + [
+    pa.field("request", _i32),
+    pa.field("correct", pa.bool_()),
+    pa.field("score", _f64),
+    pa.field("credit_passed", _i32),
+    pa.field("credit_total", _i32),
+    pa.field("reason", _str),
+])
+
+METHOD_RECORDS = pa.schema(ID_FIELDS + [
+    pa.field("seq", _i32), pa.field("kind", _str), pa.field("request", _i32), pa.field("step", _i32),
+    pa.field("payload_json", _str),
+])
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "steps": STEPS, "episodes": EPISODES, "transcript": TRANSCRIPT, "messages": MESSAGES,
+    "request_outcomes": REQUEST_OUTCOMES, "method_records": METHOD_RECORDS,
+}
+TABLES: tuple[str, ...] = tuple(SCHEMAS)

@@ -1,8 +1,4 @@
-"""The tables analysis reads: the four trajectory tables plus per-request outcomes (depth analysis).
-
-``request_outcomes`` has no writer yet (no τ-bench domain grades each request); its schema is the
-agreed input of ``sql/depth_*.sql``, documented in ``sql/views.sql``.
-"""
+"""The tables analysis reads (every table a sweep writes), and the empty files that carry their schemas."""
 
 from __future__ import annotations
 
@@ -15,15 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.store.schema import ID_FIELDS, SCHEMAS
+from pipeline.store.schema import SCHEMAS
 
-REQUEST_OUTCOMES = pa.schema(ID_FIELDS + [
-    pa.field("request", pa.int32()),
-    pa.field("correct", pa.bool_()),
-    pa.field("score", pa.float64()),
-])
-
-ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {**SCHEMAS, "request_outcomes": REQUEST_OUTCOMES}
+ANALYSIS_SCHEMAS: dict[str, pa.Schema] = SCHEMAS
 ANALYSIS_TABLES: tuple[str, ...] = tuple(ANALYSIS_SCHEMAS)
 
 

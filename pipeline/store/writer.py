@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from pipeline.store.schema import SCHEMAS
 
 # Order matters: "episodes" last (see module docstring).
-WRITE_ORDER = ("steps", "transcript", "messages", "episodes")
+WRITE_ORDER = ("steps", "transcript", "messages", "request_outcomes", "method_records", "episodes")
 
 
 def table_dir(sweep_dir: Path, table: str) -> Path:

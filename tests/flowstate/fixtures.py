@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flowstate import ChatMessage, Completion, TokenUsage, ToolCall, ToolResult
+from flowstate import ChatMessage, Completion, Environment, TokenUsage, ToolCall, ToolResult
 
 
 def tagged(focus: Sequence[Any] = (), delta: Sequence[Any] = (), calls: Sequence[Any] = (), message: str | None = None) -> str:
@@ -48,7 +48,7 @@ class ScriptedPolicyFixture:
                           latency_s=0.001)
 
 
-class EnvironmentFixture:
+class EnvironmentFixture(Environment):
     """TEST FIXTURE: a scripted user (a list of requests) and tools answered from a dict."""
 
     def __init__(self, requests: Sequence[str], tools: dict[str, str] | None = None, max_errors: int | None = None) -> None:

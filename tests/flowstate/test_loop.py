@@ -102,9 +102,7 @@ def test_step_records_carry_tokens_latency_and_state_sizes():
 
 
 def test_json_protocol_schema_reaches_the_policy():
-    from flowstate import MethodOptions, ProtocolMode
-
-    session = new_session("full_context", TASK, MethodOptions(protocol=ProtocolMode.JSON))
+    session = new_session({"name": "full_context", "protocol": "json"}, TASK)
     policy = ScriptedPolicyFixture(['{"tool_calls": [], "assistant_message": {"content": "hi"}}'])
     result = asyncio.run(run_episode(session, policy, EnvironmentFixture(["q"])))
     assert policy.schemas[0]["required"] == ["tool_calls", "assistant_message"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from flowstate import (
     FlowStateSession,
-    MethodOptions,
     ProtocolMode,
+    RequestEnd,
+    RequestOutcome,
+    RequestStart,
     TaskPrompt,
     new_session,
     parse_output,
@@ -17,9 +20,34 @@ from tests.flowstate.fixtures import add, tagged
 TASK = TaskPrompt(task_policy="POLICY-TEXT", available_tools="TOOLS-TEXT")
 
 
+class Driver:
+    """Drives a session by hand, as the loop would (each call runs to completion)."""
+
+    def __init__(self, method: str | dict, tool_names: list[str] | None = None) -> None:
+        self.session = new_session(method, TASK, tool_names)
+        self.request = 0
+
+    def begin(self, query: str) -> None:
+        self.request += 1
+        self.session.clock.request, self.session.clock.step = self.request, 0
+        asyncio.run(self.session.begin_request(RequestStart(index=self.request, query=query, memory_query=query)))
+
+    def messages(self, observation=None):
+        return asyncio.run(self.session.messages(observation))
+
+    def apply(self, parsed):
+        return asyncio.run(self.session.apply(parsed))
+
+    def observe(self, step: int, content: str, summary: str):
+        return asyncio.run(self.session.add_observation(step, content, summary))
+
+    def end(self) -> None:
+        outcome = RequestOutcome(index=self.request, query="", ended=RequestEnd.RESPONSE, final_response=None, steps=[])
+        asyncio.run(self.session.end_request(outcome))
+
+
 def test_flowstate_system_prompt_has_rules_policy_tools_and_protocol():
-    session = new_session("flowstate", TASK)
-    system = session.messages(None)[0].content
+    system = Driver("flowstate").messages()[0].content
     for part in ("<instructions>", "## flowstate_rules", "### Progressive State Access", "</instructions>",
                  "<policy>\nPOLICY-TEXT\n</policy>", "<tools>\nTOOLS-TEXT\n</tools>", "<state_focus>", "<output_protocol>"):
         assert part in system
@@ -27,31 +55,32 @@ def test_flowstate_system_prompt_has_rules_policy_tools_and_protocol():
 
 
 def test_full_context_differs_only_by_method_parts():
-    fs = new_session("flowstate", TASK).messages(None)[0].content
-    fc = new_session("full_context", TASK).messages(None)[0].content
+    fs = Driver("flowstate").messages()[0].content
+    fc = Driver("full_context").messages()[0].content
     assert "flowstate_rules" not in fc and "<state_delta>" not in fc and "<tool_calls>" in fc
     assert fs.split("## flowstate_rules")[0].rstrip("\n") == fc.split("</instructions>")[0].rstrip("\n")
     assert fs.split("</instructions>")[1].split("<output_protocol>")[0] == fc.split("</instructions>")[1].split("<output_protocol>")[0]
 
 
 def test_json_mode_switches_the_protocol_text_and_sets_a_schema():
-    tagged_session = new_session("flowstate", TASK)
-    json_session = new_session("flowstate", TASK, MethodOptions(protocol=ProtocolMode.JSON), tool_names=["t"])
+    tagged_session = Driver("flowstate").session
+    json_driver = Driver({"name": "flowstate", "protocol": ProtocolMode.JSON}, tool_names=["t"])
     assert tagged_session.json_schema is None
-    assert json_session.json_schema["properties"]["tool_calls"]["items"]["properties"]["name"]["enum"] == ["t"]
-    assert "one JSON object" in json_session.messages(None)[0].content
+    assert json_driver.session.json_schema["properties"]["tool_calls"]["items"]["properties"]["name"]["enum"] == ["t"]
+    assert "one JSON object" in json_driver.messages()[0].content
 
 
 def test_flowstate_input_shows_index_active_state_observation_and_query():
-    session = new_session("flowstate", TASK)
+    driver = Driver("flowstate")
+    session = driver.session
     assert isinstance(session, FlowStateSession)
-    session.begin_request("first")
-    session.apply(parse_output(tagged(delta=[add("h1", "preference")])))
-    session.end_request()
-    session.begin_request("second question")
-    session.apply(parse_output(tagged(delta=[add("cur", refs=[("derives", "h1")])])))
-    obs = session.add_observation(1, '{"a": 1}', "raw")
-    user = session.messages(obs)[1].content
+    driver.begin("first")
+    driver.apply(parse_output(tagged(delta=[add("h1", "preference")])))
+    driver.end()
+    driver.begin("second question")
+    driver.apply(parse_output(tagged(delta=[add("cur", refs=[("derives", "h1")])])))
+    obs = driver.observe(1, '{"a": 1}', "raw")
+    user = driver.messages(obs)[1].content
     index_block = user.split("Historical State Index:\n")[1].split("\nActive State:")[0]
     assert json.loads(index_block) == [{"user_query": "first", "query_id": 1,
                                         "states": [{"state_id": "h1", "summary": "summary of h1"}]}]
@@ -66,29 +95,29 @@ def test_flowstate_input_shows_index_active_state_observation_and_query():
 
 def test_rejection_feedback_is_off_by_default_and_shown_when_enabled():
     for enabled in (False, True):
-        session = new_session("flowstate", TASK, MethodOptions(rejection_feedback=enabled))
-        session.begin_request("q")
-        session.apply(parse_output(tagged(focus=[{"target_id": "ghost", "reason": "r"}], delta=[add("obs_1_1")])))
-        user = session.messages(None)[1].content
+        driver = Driver({"name": "flowstate", "rejection_feedback": enabled})
+        driver.begin("q")
+        driver.apply(parse_output(tagged(focus=[{"target_id": "ghost", "reason": "r"}], delta=[add("obs_1_1")])))
+        user = driver.messages()[1].content
         assert ("<rejected_operations>" in user) is enabled
         if enabled:
             block = user.split("<rejected_operations>\n")[1].split("\n</rejected_operations>")[0]
             assert [item["state_id"] for item in json.loads(block)] == ["obs_1_1", "ghost"]
-        session.apply(parse_output(tagged(message="ok")))
-        assert "<rejected_operations>" not in session.messages(None)[1].content
+        driver.apply(parse_output(tagged(message="ok")))
+        assert "<rejected_operations>" not in driver.messages()[1].content
 
 
 def test_full_context_history_is_append_only_and_shows_each_observation_once():
-    session = new_session("full_context", TASK)
-    session.begin_request("book it")
-    prompts = [session.messages(None)[1].content]
-    session.apply(parse_output(tagged(calls=[{"name": "search", "arguments": {"q": "x"}}])))
-    obs = session.add_observation(1, "RESULT-ONE", "raw")
-    prompts.append(session.messages(obs)[1].content)
-    session.apply(parse_output(tagged(message="Booked.")))
-    session.end_request()
-    session.begin_request("thanks, and cancel")
-    prompts.append(session.messages(None)[1].content)
+    driver = Driver("full_context")
+    driver.begin("book it")
+    prompts = [driver.messages()[1].content]
+    driver.apply(parse_output(tagged(calls=[{"name": "search", "arguments": {"q": "x"}}])))
+    obs = driver.observe(1, "RESULT-ONE", "raw")
+    prompts.append(driver.messages(obs)[1].content)
+    driver.apply(parse_output(tagged(message="Booked.")))
+    driver.end()
+    driver.begin("thanks, and cancel")
+    prompts.append(driver.messages()[1].content)
     histories = [p.split("<trajectory_history>\n")[1].split("\n</trajectory_history>")[0] for p in prompts]
     assert all(later.startswith(earlier) for earlier, later in zip(histories, histories[1:]))
     assert prompts[1].count("RESULT-ONE") == 1 and "obs_1_1" in prompts[1].split("<latest_observation>")[1]
@@ -99,14 +128,20 @@ def test_full_context_history_is_append_only_and_shows_each_observation_once():
 
 
 def test_full_context_ignores_state_blocks_with_a_warning():
-    session = new_session("full_context", TASK)
-    session.begin_request("q")
-    parsed = parse_output(tagged(delta=[add("a")], message="hi")).without_state()
-    assert parsed.state_delta == [] and parsed.warnings
-    assert session.apply(parsed).accepted_ops == []
+    driver = Driver("full_context")
+    driver.begin("q")
+    parsed = parse_output(tagged(delta=[add("a")], message="hi")).keep_state_blocks(driver.session.state_blocks())
+    assert parsed.state_delta == [] and parsed.warnings == ["state blocks are not part of this method's protocol; ignored"]
+    assert driver.apply(parsed).accepted_ops == []
+
+
+def test_a_method_without_one_state_block_drops_only_that_block():
+    parsed = parse_output(tagged(focus=["x"], delta=[add("a")], message="hi")).keep_state_blocks(("state_delta",))
+    assert parsed.state_focus == [] and parsed.state_delta == [add("a")]
+    assert parsed.warnings == ["state_focus is not part of this method's protocol; ignored"]
 
 
 def test_observation_rendering_without_an_observation():
-    session = new_session("flowstate", TASK)
-    session.begin_request("q")
-    assert "<latest_observation>\nNone\n</latest_observation>" in session.messages(None)[1].content
+    driver = Driver("flowstate")
+    driver.begin("q")
+    assert "<latest_observation>\nNone\n</latest_observation>" in driver.messages()[1].content

@@ -92,9 +92,11 @@ def test_json_mode_errors(text):
 
 
 def test_schema_lists_fields_in_protocol_order_and_restricts_tool_names():
-    full = protocol_schema(with_state=True, tool_names=["a", "b"])
+    full = protocol_schema(tool_names=["a", "b"])
     assert list(full["properties"]) == ["state_focus", "state_delta", "tool_calls", "assistant_message"]
     assert full["required"] == list(full["properties"])
     assert full["properties"]["tool_calls"]["items"]["properties"]["name"]["enum"] == ["a", "b"]
-    react = protocol_schema(with_state=False)
+    react = protocol_schema(state_blocks=())
     assert list(react["properties"]) == ["tool_calls", "assistant_message"]
+    delta_only = protocol_schema(state_blocks=("state_delta",))
+    assert list(delta_only["properties"]) == ["state_delta", "tool_calls", "assistant_message"]

@@ -1,6 +1,7 @@
 """τ-bench (τ³-Bench v1.0.1) airline and retail: environments, user simulator, grading.
 
-The behavioural contract is ``TOOLS.md`` next to the data (``$FLOWSTATE_DATA/taubench``).
+The behavioural contract is ``TOOLS.md`` next to the data (``$FLOWSTATE_DATA/taubench``). Importing
+this package registers the benchmark (:mod:`pipeline.benchmarks.taubench.plugin`).
 """
 
 from pipeline.benchmarks.taubench.airline import AirlineTools
@@ -43,6 +44,7 @@ from pipeline.benchmarks.taubench.grading import (
     judge_messages,
     pass_hat_k,
 )
+from pipeline.benchmarks.taubench.plugin import TAUBENCH, TauBench, TauBenchCell, task_prompt
 from pipeline.benchmarks.taubench.retail import RetailTools
 from pipeline.benchmarks.taubench.scripted_user import ScriptedUser
 from pipeline.benchmarks.taubench.store import EpisodeDB, InitialDB, canonical_hash, changed_records
@@ -66,6 +68,7 @@ __all__ = [
     "GREETING",
     "SHA256",
     "STOP_TOKENS",
+    "TAUBENCH",
     "ActionCheck",
     "AirlineTools",
     "Basis",
@@ -86,6 +89,8 @@ __all__ = [
     "RewardInfo",
     "ScriptedUser",
     "Task",
+    "TauBench",
+    "TauBenchCell",
     "TauBenchDataError",
     "TauEpisode",
     "Termination",
@@ -113,6 +118,7 @@ __all__ = [
     "render_scenario",
     "replay_gold",
     "simulation_guidelines",
+    "task_prompt",
     "task_split",
     "tool_list",
     "tool_schemas",

@@ -1,22 +1,15 @@
-"""`flowstate data fetch taubench` and `flowstate taubench exec|replay`: data and conformance tools."""
+"""`flowstate data fetch taubench`, `flowstate taubench exec|replay` and `flowstate export tau2`:
+data, conformance tools and the upstream results format."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from flowstate import ToolCall
-from pipeline.cli_support import CliError, read_json, write_json
-
-
-def default_data_dir() -> Path:
-    """Where fetched data goes: ``$FLOWSTATE_DATA``, else ``~/.cache/flowstate/data``."""
-    from pipeline.benchmarks.taubench.data import DATA_ENV_VAR
-
-    return Path(os.environ.get(DATA_ENV_VAR) or Path.home() / ".cache" / "flowstate" / "data")
+from pipeline.cli_support import CliError, CliHooks, read_json, write_json
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -96,17 +89,27 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands: Any) -> None:
-    data = commands.add_parser("data", help="benchmark data").add_subparsers(dest="data_command", required=True)
-    fetch = data.add_parser("fetch", help="download a benchmark's data from its public source and verify checksums")
-    fetch.add_argument("benchmark", choices=["taubench"])
-    fetch.add_argument("--data-dir", type=Path, default=default_data_dir(),
-                       help="data directory (default: $FLOWSTATE_DATA or ~/.cache/flowstate/data)")
+def _export(args: argparse.Namespace) -> int:
+    from pipeline.benchmarks.taubench.export import export_tau2
+    from pipeline.store.files import NoResultsError
+
+    try:
+        paths = export_tau2(args.dir, args.out)
+    except NoResultsError as exc:
+        raise CliError(str(exc)) from None
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def add_commands(cli: CliHooks) -> None:
+    fetch = cli.add_fetch("taubench", help="τ-bench (tau2-bench v1.0.1): download, verify, derive tools.json")
     fetch.add_argument("--base-url", default=None, help="mirror of the upstream repository at the pinned commit")
     fetch.add_argument("--derived-from", type=Path, default=None, help="folder with derived files (tools.json) to copy")
     fetch.set_defaults(handler=_fetch)
 
-    tau = commands.add_parser("taubench", help="τ-bench conformance tools").add_subparsers(dest="tau_command", required=True)
+    tau = cli.commands.add_parser("taubench", help="τ-bench conformance tools").add_subparsers(dest="tau_command",
+                                                                                              required=True)
     run_calls = tau.add_parser("exec", help="run tool calls on a fresh database")
     run_calls.add_argument("--domain", required=True, choices=["airline", "retail"])
     run_calls.add_argument("--calls", type=Path, required=True, help='CALLS.json: [{"name": ..., "arguments": {...}}]')
@@ -118,3 +121,8 @@ def add_commands(commands: Any) -> None:
     replay.add_argument("--all", action="store_true", help="every task; --out is then a directory")
     replay.add_argument("--out", type=Path, required=True)
     replay.set_defaults(handler=_replay)
+
+    tau2 = cli.export.add_parser("tau2", help="τ-bench episodes as upstream tau2-bench results JSON")
+    tau2.add_argument("dir", type=Path, help="a sweep directory, or a folder of them")
+    tau2.add_argument("--out", type=Path, required=True, help="results.json (one file per cell when several)")
+    tau2.set_defaults(handler=_export)

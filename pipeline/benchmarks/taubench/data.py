@@ -14,13 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from pipeline.data import DATA_ENV_VAR, BenchmarkDataError
+
 T = TypeVar("T")
 # An explicit data directory (the folder holding taubench/), or None for $FLOWSTATE_DATA.
 DataDir = str | os.PathLike[str] | None
 Domain = Literal["airline", "retail"]
 DOMAINS: tuple[Domain, ...] = ("airline", "retail")
 
-DATA_ENV_VAR = "FLOWSTATE_DATA"
 SUBDIR = "taubench"
 FETCH_COMMAND = "flowstate data fetch taubench"
 
@@ -58,7 +59,7 @@ UPSTREAM_PATHS: dict[str, str] = {
 DERIVED_FILES: tuple[str, ...] = tuple(f"{domain}/tools.json" for domain in DOMAINS)
 
 
-class TauBenchDataError(RuntimeError):
+class TauBenchDataError(BenchmarkDataError):
     """A τ-bench data file is missing, unreadable or not the pinned version."""
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from flowstate.environment import ToolCall, ToolResult
+from pipeline.benchmarks.plugin import BenchmarkEnvironment
 from pipeline.benchmarks.taubench.data import DataDir
 from pipeline.benchmarks.taubench.domains import fresh_db, toolkit_for
 from pipeline.benchmarks.taubench.tasks import Task
@@ -28,7 +29,7 @@ class EpisodeEndedError(RuntimeError):
     """The loop called the episode before it started or after it ended."""
 
 
-class TauEpisode:
+class TauEpisode(BenchmarkEnvironment):
     """A half-duplex conversation between the agent, a simulated user and the domain tools.
 
     Steps are counted as upstream does: one per user message, per agent message and per batch of

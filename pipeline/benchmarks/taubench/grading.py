@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from flowstate.chat import ChatMessage, Policy
 from flowstate.environment import ToolCall, ToolResult
+from pipeline.benchmarks import plugin
 from pipeline.benchmarks.taubench.data import DataDir
 from pipeline.benchmarks.taubench.domains import ToolKind, fresh_db, initial_db, tool_schemas, toolkit_for
 from pipeline.benchmarks.taubench.store import EpisodeDB
@@ -42,7 +43,7 @@ JUDGE_SYSTEM_PROMPT = (
 )
 
 
-class JudgeRequiredError(ValueError):
+class JudgeRequiredError(plugin.JudgeRequiredError, ValueError):
     """The task's reward needs NL assertions judged, but no judge policy was given."""
 
 

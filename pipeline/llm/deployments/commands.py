@@ -18,6 +18,9 @@ VLLM_DEFAULTS: dict[str, Any] = {
     "enable_force_include_usage": True,
     "default_chat_template_kwargs": {"enable_thinking": False},
 }
+# An embeddings replica: vLLM's pooling runner (``--runner pooling``, vLLM 0.10.1 and later) serves
+# /v1/embeddings; generation-only defaults do not apply to it.
+VLLM_POOLING: dict[str, Any] = {"runner": "pooling"}
 # Where each engine answers "is the process up" without waiting for a running generation:
 # llama-cpp-python's /v1/models takes the model lock, /openapi.json does not.
 LIVENESS_PATH: dict[str, str] = {"vllm": "/health", "llamacpp": "/openapi.json"}
@@ -54,6 +57,7 @@ def llamacpp_command(spec: LlamaCppSpec, host: str, port: int, python: str = sys
         "n_threads": spec.n_threads,
         "n_ctx": spec.n_ctx,
         "use_mmap": False,  # timings were erratic with mmap on (STACK-NOTES)
+        **({"embedding": True} if spec.embedding else {}),
         **spec.server_args,
     }
     return [python, "-m", "llama_cpp.server", *cli_flags(options, "llamacpp")]
@@ -65,7 +69,7 @@ def vllm_command(spec: VllmSpec, host: str, port: int, python: str = sys.executa
         "port": port,
         "served_model_name": spec.served_model(),
         "tensor_parallel_size": spec.tensor_parallel_size,
-        **VLLM_DEFAULTS,
+        **(VLLM_POOLING if spec.embedding else VLLM_DEFAULTS),
         **spec.engine_args,
     }
     if spec.tensor_parallel_size > 1:

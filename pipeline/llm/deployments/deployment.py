@@ -13,20 +13,25 @@ from typing import Any
 import ray
 from ray.exceptions import RayError, RayTaskError
 
-from flowstate.chat import Policy
-from pipeline.llm.client import ChatClient
+from flowstate.chat import Embedder, Policy
+from pipeline.llm.client import ChatClient, EmbeddingClient
 from pipeline.llm.deployments.commands import LIVENESS_PATH, replica_options
 from pipeline.llm.deployments.health import wait_until_ready
 from pipeline.llm.deployments.replica import ServerReplica
 from pipeline.llm.deployments.scripted import scripted_factory
-from pipeline.llm.deployments.specs import DeploymentSpec, EndpointSpec, LlamaCppSpec, ScriptedSpec, VllmSpec
+from pipeline.llm.deployments.specs import DeploymentSpecBase, EndpointSpec, LlamaCppSpec, ScriptedSpec, VllmSpec
 from pipeline.llm.errors import DeploymentStartError
 from pipeline.llm.router import Router, RouterEndpoints
 from pipeline.llm.settings import SamplingParams
 
 
 class Deployment(abc.ABC):
-    spec: DeploymentSpec
+    """A running model service of one kind; subclasses take their kind's spec."""
+
+    spec: DeploymentSpecBase
+
+    def __init__(self, spec: DeploymentSpecBase) -> None:
+        self.spec = spec
 
     @abc.abstractmethod
     def start(self) -> list[str]:
@@ -42,6 +47,10 @@ class Deployment(abc.ABC):
 
         HTTP policies are ChatClients: ``await policy.aclose()`` when the episode ends
         frees its routing slot, so new conversations see the true load."""
+
+    def embedder(self, session_id: str, role: str = "embeddings") -> Embedder:
+        """The embeddings client of one conversation (``/v1/embeddings``), for kinds that serve them."""
+        raise NotImplementedError(f"a {self.spec.kind} deployment does not serve embeddings")
 
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
@@ -59,8 +68,7 @@ class Deployment(abc.ABC):
 
 
 class EndpointDeployment(Deployment):
-    def __init__(self, spec: EndpointSpec) -> None:
-        self.spec = spec
+    spec: EndpointSpec
 
     def start(self) -> list[str]:
         wait_until_ready(self.spec.base_url, self.spec.startup_timeout_s, exited=lambda: None,
@@ -74,6 +82,11 @@ class EndpointDeployment(Deployment):
                           settings=s.client, api_key_env=s.api_key_env, limit_key=s.base_url,
                           conversation=f"{session_id}/{role}")
 
+    def embedder(self, session_id: str, role: str = "embeddings") -> Embedder:
+        s = self.spec
+        return EmbeddingClient(s.base_url, s.model, settings=s.client, api_key_env=s.api_key_env,
+                               limit_key=s.base_url, conversation=f"{session_id}/{role}")
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "endpoint", "engine": self.spec.engine, "engine_version": None,
                 "model": self.spec.model, "base_url": self.spec.base_url, "replicas": 1}
@@ -82,8 +95,10 @@ class EndpointDeployment(Deployment):
 class ReplicatedDeployment(Deployment):
     """llama.cpp or vLLM servers in ``ServerReplica`` actors behind one ``Router`` actor."""
 
+    spec: LlamaCppSpec | VllmSpec
+
     def __init__(self, spec: LlamaCppSpec | VllmSpec) -> None:
-        self.spec = spec
+        super().__init__(spec)
         self.replicas: list[Any] = []
         self.router: Any = None
         self.urls: list[str] = []
@@ -120,6 +135,15 @@ class ReplicatedDeployment(Deployment):
                           engine=self.spec.kind, sampling=sampling or self.spec.sampling,
                           settings=self.spec.client, limit_key=self._limit_key, conversation=conversation)
 
+    def embedder(self, session_id: str, role: str = "embeddings") -> Embedder:
+        if not self.urls:
+            raise RuntimeError("start() the deployment before asking for embedders")
+        if not self.spec.embedding:
+            raise NotImplementedError(f"this {self.spec.kind} deployment serves chat: set embedding: true for embeddings")
+        conversation = f"{session_id}/{role}"
+        return EmbeddingClient(RouterEndpoints(self.router, conversation), self.spec.served_model(),
+                               settings=self.spec.client, limit_key=self._limit_key, conversation=conversation)
+
     def describe(self) -> dict[str, Any]:
         first = self._described[0] if self._described else {}
         return {"kind": self.spec.kind, "engine": self.spec.kind,
@@ -140,8 +164,7 @@ class ReplicatedDeployment(Deployment):
 
 
 class ScriptedDeployment(Deployment):
-    def __init__(self, spec: ScriptedSpec) -> None:
-        self.spec = spec
+    spec: ScriptedSpec
 
     def start(self) -> list[str]:
         scripted_factory(self.spec.name)  # fail at start, not at the first episode
@@ -155,11 +178,3 @@ class ScriptedDeployment(Deployment):
     def describe(self) -> dict[str, Any]:
         return {"kind": "scripted", "engine": "scripted", "engine_version": None,
                 "model": self.spec.name, "replicas": 0}
-
-
-def make_deployment(spec: DeploymentSpec) -> Deployment:
-    if isinstance(spec, EndpointSpec):
-        return EndpointDeployment(spec)
-    if isinstance(spec, ScriptedSpec):
-        return ScriptedDeployment(spec)
-    return ReplicatedDeployment(spec)

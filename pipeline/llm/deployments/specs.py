@@ -1,10 +1,15 @@
-"""What a job says about its model: a pydantic union discriminated on ``kind``."""
+"""What a job says about its model: one spec model per deployment kind, discriminated on ``kind``.
+
+Each kind registers its spec with the deployment class that runs it
+(:func:`pipeline.llm.deployments.registry.register_deployment_kind`); ``DeploymentSpec`` is the union
+of the registered specs.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,11 +32,20 @@ def smollm2_gguf() -> Path:
     return path
 
 
-class _Spec(BaseModel):
+class DeploymentSpecBase(BaseModel):
+    """Every kind's spec: ``kind: Literal[...]`` and what identifies the model's behaviour."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    kind: str
 
-class _ServedSpec(_Spec):
+    def identity(self) -> dict[str, Any]:
+        """What identifies the deployment's outputs (part of episode ids): engine, model and what
+        shapes its outputs, never replicas, hosts, URLs or timeouts."""
+        raise NotImplementedError
+
+
+class _ServedSpec(DeploymentSpecBase):
     """A deployment reached over HTTP: how its clients sample and retry."""
 
     sampling: SamplingParams = SamplingParams()
@@ -50,6 +64,9 @@ class EndpointSpec(_ServedSpec):
     api_key_env: str | None = None  # the *name* of the variable holding the key
     engine: Engine = "openai"
     startup_timeout_s: float = Field(default=30.0, gt=0)  # how long start() waits for /models
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": self.kind, "engine": self.engine, "model": self.model}
 
 
 class _ReplicatedSpec(_ServedSpec):
@@ -75,6 +92,12 @@ class LlamaCppSpec(_ReplicatedSpec):
     n_threads: int = Field(default=2, ge=1)
     num_cpus: float | None = None  # Ray CPUs reserved per replica; None: n_threads
     server_args: dict[str, Any] = {}  # more `python -m llama_cpp.server` settings, e.g. {"n_batch": 256}
+    # Serve /v1/embeddings (llama.cpp's --embedding) instead of chat; dumped only when set.
+    embedding: bool = Field(default=False, exclude_if=lambda v: v is False)
+
+    def identity(self) -> dict[str, Any]:
+        model = self.model_path.name if self.model_path else SMOLLM2_FILE
+        return {"kind": self.kind, "model": model, "n_ctx": self.n_ctx, **({"embedding": True} if self.embedding else {})}
 
     def gguf(self) -> Path:
         return self.model_path if self.model_path is not None else smollm2_gguf()
@@ -92,16 +115,22 @@ class VllmSpec(_ReplicatedSpec):
     engine_args: dict[str, Any] = {}  # vLLM CLI options, snake_case keys: {"max_model_len": 16384}
     served_model_name: str | None = None
     startup_timeout_s: float = Field(default=1200.0, gt=0)  # weights load + CUDA graph capture
+    # Serve /v1/embeddings (vLLM's pooling runner) instead of chat; dumped only when set.
+    embedding: bool = Field(default=False, exclude_if=lambda v: v is False)
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.model, "engine_args": self.engine_args,
+                **({"embedding": True} if self.embedding else {})}
 
     def served_model(self) -> str:
         return self.served_model_name or self.model
 
 
-class ScriptedSpec(_Spec):
+class ScriptedSpec(DeploymentSpecBase):
     """An in-process policy registered by name (deterministic test fixtures)."""
 
     kind: Literal["scripted"] = "scripted"
     name: str
 
-
-DeploymentSpec = Annotated[EndpointSpec | LlamaCppSpec | VllmSpec | ScriptedSpec, Field(discriminator="kind")]
+    def identity(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name}

@@ -40,9 +40,9 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from pipeline.analysis.query import connect
-from pipeline.store.files import NoResultsError, sweep_dirs
 from pipeline.benchmarks.taubench.data import DataDir, TauBenchDataError, load_parsed
 from pipeline.manifest import read_manifest
+from pipeline.store.files import NoResultsError, sweep_dirs
 
 UPSTREAM_TERMINATIONS = ("user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error")
 Row = dict[str, Any]
@@ -123,8 +123,8 @@ def _message(row: Row) -> ParticipantMessage | ToolMessage:
 
 def _grading_record(episode: Row) -> dict[str, Any]:
     """The stored grading record; rows written without one (hand-made or older) keep their reward."""
-    if episode["reward_info_json"]:
-        return json.loads(episode["reward_info_json"])
+    if episode["grading_json"]:
+        return json.loads(episode["grading_json"])
     return {"reward": episode["reward"], "graded": episode["graded"], "termination": episode["termination"]}
 
 
@@ -204,7 +204,7 @@ def _cell_results(episodes: list[Row], transcript: dict[str, list[Row]], manifes
             reward_info=_reward_info(_grading_record(e), gold.get(e["task_id"], {})),
             messages=[_message(m) for m in transcript.get(e["episode_id"], [])],
             info={"flowstate": {k: e[k] for k in ("episode_id", "sweep_id", "cell", "method", "model", "termination",
-                                                  "reward_basis", "n_requests", "n_steps", "agent_prompt_tokens",
+                                                  "grading_basis", "n_requests", "n_steps", "agent_prompt_tokens",
                                                   "agent_completion_tokens")}},
         ))
     info = _job_info(manifest, first["domain"], first["model"], first["method"], max(e["trial"] for e in episodes) + 1)

@@ -1,0 +1,27 @@
+"""The methods: FlowState and its baselines behind one session interface, registered by name.
+
+A new method is one module: an options model (``name: Literal["my_method"]`` plus its options), a
+:class:`MethodSession` subclass declaring what it uses, and a call to :func:`register_method`.
+"""
+
+from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
+from flowstate.methods.flowstate_method import FlowStateOptions, FlowStateSession
+from flowstate.methods.full_context import FullContextOptions, FullContextSession
+from flowstate.methods.registry import (
+    METHODS,
+    MethodPlugin,
+    method_options,
+    method_plugin,
+    new_session,
+    register_method,
+)
+from flowstate.methods.render import render_trajectory
+
+register_method(FlowStateOptions, FlowStateSession)
+register_method(FullContextOptions, FullContextSession)
+
+__all__ = [
+    "METHODS", "Capability", "FlowStateOptions", "FlowStateSession", "FullContextOptions", "FullContextSession",
+    "MethodCallers", "MethodOptions", "MethodPlugin", "MethodSession", "StateStats", "method_options",
+    "method_plugin", "new_session", "register_method", "render_trajectory",
+]

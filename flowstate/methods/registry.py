@@ -1,0 +1,60 @@
+"""Methods by name: each registers its options model and its session class.
+
+``methods:`` in a job file is the union of the registered options models, discriminated on
+``name``, so ``{name: flowstate, protocol: json}`` is validated by FlowState's own model and an
+unknown key is an error naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession
+from flowstate.prompts import TaskPrompt
+from flowstate.registry import Registry
+
+
+@dataclass(frozen=True)
+class MethodPlugin:
+    name: str
+    options: type[MethodOptions]
+    session: type[MethodSession]
+
+    @property
+    def uses(self) -> frozenset[Capability]:
+        return self.session.uses
+
+
+METHODS: Registry[MethodPlugin] = Registry("method", "name")
+
+
+def register_method(options: type[MethodOptions], session: type[MethodSession]) -> MethodPlugin:
+    """Register a method under the ``name`` its options model declares (``Literal["..."]``)."""
+    name = options.model_fields["name"].default
+    plugin = MethodPlugin(name=name, options=options, session=session)
+    METHODS.register(name, plugin, options)
+    return plugin
+
+
+def method_plugin(name: str) -> MethodPlugin:
+    return METHODS.get(name)
+
+
+def method_options(name_or_options: str | MethodOptions | dict) -> MethodOptions:
+    """Options from a name (all defaults), a dict (validated by the method's model), or as given."""
+    if isinstance(name_or_options, MethodOptions):
+        return name_or_options
+    data = {"name": name_or_options} if isinstance(name_or_options, str) else dict(name_or_options)
+    return method_plugin(data["name"]).options.model_validate(data)
+
+
+def new_session(method: str | MethodOptions | dict, task: TaskPrompt, tool_names: list[str] | None = None,
+                callers: MethodCallers = MethodCallers()) -> MethodSession:
+    """A fresh episode of a method for a task (policy + tool list), given the callers it declared."""
+    options = method_options(method)
+    plugin = method_plugin(options.name)
+    missing = [c.value for c, have in ((Capability.MEMORY_MODEL, callers.memory), (Capability.EMBEDDINGS, callers.embeddings))
+               if c in plugin.uses and have is None]
+    if missing:
+        raise ValueError(f"method {options.name!r} needs callers it was not given: {', '.join(missing)}")
+    return plugin.session(task, options, tool_names, callers)

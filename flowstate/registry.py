@@ -1,0 +1,88 @@
+"""Name -> plug-in registries whose pydantic models form one discriminated union.
+
+A job file says ``{name: bm25, top_k: 3}`` or ``{benchmark: taubench, domain: airline}``: the key
+picks a registered model, which then validates the rest strictly. Registering a new plug-in widens
+the union; :attr:`Registry.version` tells models that embed the union when to rebuild their schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+T = TypeVar("T")
+
+
+class UnknownPluginError(KeyError):
+    """A name that no plug-in registered (the message lists the known ones)."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0])
+
+
+class Registry(Generic[T]):
+    """Plug-ins of one kind by name, each with the pydantic model that configures it."""
+
+    def __init__(self, what: str, discriminator: str) -> None:
+        self.what = what
+        self.discriminator = discriminator
+        self._entries: dict[str, T] = {}
+        self._models: dict[str, type[BaseModel]] = {}
+        self.version = 0
+
+    def register(self, name: str, entry: T, model: type[BaseModel]) -> None:
+        """Add (or replace) the plug-in ``name``; ``model`` must have a ``Literal[name]`` discriminator."""
+        field = model.model_fields.get(self.discriminator)
+        if field is None or getattr(field.annotation, "__args__", None) != (name,):
+            raise TypeError(f"{model.__name__} must declare {self.discriminator}: Literal[{name!r}]")
+        self._entries[name] = entry
+        self._models[name] = model
+        self.version += 1
+
+    def get(self, name: str) -> T:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise UnknownPluginError(f"no {self.what} {name!r} is registered (known: {', '.join(self.names()) or 'none'})"
+                                     ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def models(self) -> dict[str, type[BaseModel]]:
+        return dict(self._models)
+
+    def union(self) -> RegisteredUnion:
+        """An annotation marker: ``Annotated[Base, registry.union()]`` validates as the tagged union."""
+        return RegisteredUnion(self)
+
+
+class RegisteredUnion:
+    """Pydantic schema hook: the union of a registry's models, discriminated on its key, built
+    whenever the enclosing model's schema is (re)built."""
+
+    def __init__(self, registry: Registry[Any]) -> None:
+        self.registry = registry
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        models = self.registry.models()
+        if not models:
+            raise TypeError(f"no {self.registry.what} is registered yet")
+        choices: dict[Any, core_schema.CoreSchema] = {name: handler.generate_schema(m) for name, m in models.items()}
+        return core_schema.tagged_union_schema(choices, discriminator=self.registry.discriminator)
+
+
+def rebuild_when_changed(model: type[BaseModel], *registries: Registry[Any]) -> Callable[[], None]:
+    """A function that rebuilds ``model``'s schema once any of ``registries`` has changed since."""
+    seen = [tuple(r.version for r in registries)]
+
+    def rebuild() -> None:
+        now = tuple(r.version for r in registries)
+        if now != seen[0]:
+            model.model_rebuild(force=True)
+            seen[0] = now
+
+    return rebuild

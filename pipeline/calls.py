@@ -1,0 +1,86 @@
+"""Every model call of an episode, in call order: the agent's, the method's own (memory, embeddings)
+and the benchmark's (user simulator, judge, tool model). What the messages table holds.
+
+Calls made inside a step (the agent's, the method's, a tool's model) carry the request and step
+they belong to; the user simulator's and the judge's belong to the conversation, not to a step.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from flowstate import ChatMessage, Completion, Embedder, Embeddings, Policy, StepClock, TokenUsage
+from pipeline.benchmarks.plugin import Role
+
+
+class ModelCall(BaseModel):
+    """One recorded call: what was sent, what came back, and its cost."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seq: int
+    caller: Role
+    request: int | None = None
+    step: int | None = None
+    # Chat: the messages; embeddings: {"input": [texts]}.
+    prompt: Any
+    completion: str
+    usage: TokenUsage
+    latency_s: float = 0.0
+    served_model: str | None = None
+    served_by: str | None = None
+
+
+class CallLog:
+    """Wraps an episode's callers so that each completed call is appended here, numbered in call order.
+
+    ``clock`` is the session's step clock, set once the session exists (before any call).
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[ModelCall] = []
+        self.clock: StepClock | None = None
+        self._seq = itertools.count()
+
+    def chat(self, policy: Policy, caller: Role, *, in_step: bool) -> RecordingPolicy:
+        return RecordingPolicy(policy, caller, self, in_step)
+
+    def embedder(self, embedder: Embedder) -> RecordingEmbedder:
+        return RecordingEmbedder(embedder, self)
+
+    def add(self, caller: Role, in_step: bool, prompt: Any, completion: str, usage: TokenUsage, latency_s: float,
+            served_model: str | None, served_by: str | None) -> None:
+        clock = self.clock if in_step else None
+        self.calls.append(ModelCall(seq=next(self._seq), caller=caller, request=clock.request if clock else None,
+                                    step=clock.step if clock else None, prompt=prompt, completion=completion,
+                                    usage=usage, latency_s=latency_s, served_model=served_model, served_by=served_by))
+
+    def of(self, caller: Role) -> list[ModelCall]:
+        return [c for c in self.calls if c.caller == caller]
+
+
+class RecordingPolicy:
+    def __init__(self, inner: Policy, caller: Role, log: CallLog, in_step: bool) -> None:
+        self.inner, self.caller, self.log, self.in_step = inner, caller, log, in_step
+
+    async def complete(self, messages: Sequence[ChatMessage], *, json_schema: Any = None) -> Completion:
+        completion = await self.inner.complete(messages, json_schema=json_schema)
+        self.log.add(self.caller, self.in_step, [m.model_dump() for m in messages], completion.text, completion.usage,
+                     completion.latency_s, completion.model, completion.served_by)
+        return completion
+
+
+class RecordingEmbedder:
+    def __init__(self, inner: Embedder, log: CallLog) -> None:
+        self.inner, self.log = inner, log
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        result = await self.inner.embed(texts)
+        dims = len(result.vectors[0]) if result.vectors else 0
+        self.log.add("embeddings", True, {"input": list(texts)}, f"{len(result.vectors)} vectors of {dims} dimensions",
+                     TokenUsage(prompt_tokens=result.prompt_tokens), result.latency_s, result.model, None)
+        return result

@@ -1,0 +1,114 @@
+"""One episode of a sweep, start to finish: the benchmark's environment, the method's session, the
+loop, grading. Generic: the benchmark and the method are plug-ins found by name.
+
+It knows nothing of Ray or files: the actor wraps it, the store writes what it returns.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from flowstate import (
+    METHODS,
+    Capability,
+    Embedder,
+    EpisodeResult,
+    LoopLimits,
+    MethodCallers,
+    Policy,
+    new_session,
+    run_episode,
+)
+from pipeline.benchmarks.plugin import (
+    BenchmarkCell,
+    EpisodeRecord,
+    Grade,
+    GradingError,
+    JudgeRequiredError,
+    RoleCallers,
+    benchmark_of,
+)
+from pipeline.benchmarks.transcript import TranscriptMessage
+from pipeline.calls import CallLog, ModelCall
+from pipeline.sweep import EpisodeSpec
+
+
+@dataclass(frozen=True)
+class EpisodeCallers:
+    """The resolved callers of one episode (``None`` where a role is absent or a benchmark fixture)."""
+
+    agent: Policy
+    user_simulator: Policy | None = None
+    judge: Policy | None = None
+    tool_model: Policy | None = None
+    memory: Policy | None = None
+    embeddings: Embedder | None = None
+
+
+class EpisodeOutcome(BaseModel):
+    """Everything one finished episode produced; the store turns it into rows."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: EpisodeSpec
+    result: EpisodeResult
+    transcript: list[TranscriptMessage]
+    grade: Grade | None
+    grading_error: str | None = None
+    calls: list[ModelCall]
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+
+
+async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: LoopLimits) -> EpisodeOutcome:
+    """Run one task with one method on one model, and grade it."""
+    started = datetime.now(UTC)
+    clock = time.perf_counter()
+    cell = spec.cell.benchmark
+    benchmark = benchmark_of(cell)
+    uses = METHODS.get(spec.cell.method.name).uses
+    log = CallLog()
+    method_callers = MethodCallers(
+        memory=log.chat(callers.memory, "memory", in_step=True)
+        if Capability.MEMORY_MODEL in uses and callers.memory is not None else None,
+        embeddings=log.embedder(callers.embeddings)
+        if Capability.EMBEDDINGS in uses and callers.embeddings is not None else None,
+    )
+    session = new_session(spec.cell.method, benchmark.task_prompt(cell, spec.task_id),
+                          benchmark.tool_names(cell, spec.task_id), method_callers)
+    log.clock = session.clock
+    scripted = frozenset(role for role in ("user_simulator", "judge") if getattr(spec, role) == "scripted")
+    env = await benchmark.environment(cell, spec.task_id, RoleCallers(
+        user_simulator=_recorded(log, callers.user_simulator, "user_simulator"),
+        judge=_recorded(log, callers.judge, "judge"),
+        tool_model=log.chat(callers.tool_model, "tool_model", in_step=True) if callers.tool_model else None,
+        scripted=scripted,
+    ))
+    result = await run_episode(session, log.chat(callers.agent, "agent", in_step=True), env, limits=limits)
+    record = EpisodeRecord(transcript=env.transcript, termination=result.termination)
+    grade, error = await grade_episode(cell, spec.task_id, record, _recorded(log, callers.judge, "judge"))
+    return EpisodeOutcome(
+        spec=spec, result=result, transcript=env.transcript, grade=grade, grading_error=error, calls=log.calls,
+        started_at=started, finished_at=datetime.now(UTC), duration_s=time.perf_counter() - clock,
+    )
+
+
+async def grade_episode(cell: BenchmarkCell, task_id: str, record: EpisodeRecord, judge: Policy | None,
+                        basis: str | None = None) -> tuple[Grade | None, str | None]:
+    """The benchmark's grade, or ``(None, why)`` when it could not decide: the trajectory is kept
+    either way, and ``flowstate grade`` can grade it again later. A missing judge is raised."""
+    try:
+        return await benchmark_of(cell).grade(cell, task_id, record, judge, basis=basis), None
+    except JudgeRequiredError:
+        raise
+    except GradingError as exc:
+        return None, str(exc)
+
+
+def _recorded(log: CallLog, policy: Policy | None, caller: str) -> Policy | None:
+    return log.chat(policy, caller, in_step=False) if policy is not None else None  # type: ignore[arg-type]

@@ -1,0 +1,65 @@
+"""Which model serves each role of an episode: agent, memory, user simulator, judge, tool model, embeddings.
+
+Deployments are started once by the driver and passed to the actors; this module turns a job's
+model uses into per-episode callers, each its own conversation (``<episode>/<role>``, so roles keep
+separate prefix caches). The episode travels as the policy's context, for scripted test fixtures
+that need it (the oracle needs its task). Unset roles fall back to the cell's agent model: the
+paper runs every method's memory on the agent's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pipeline.fixtures  # noqa: F401 - registers the scripted fixtures in this process
+from flowstate import Embedder, Policy
+from pipeline.benchmarks.plugin import Role
+from pipeline.config import ModelUse, Sampling
+from pipeline.llm import SamplingParams
+from pipeline.llm.deployments import Deployment
+from pipeline.sweep import EpisodeSpec
+
+
+def sampling_params(sampling: Sampling, engine: str, seed: int | None) -> SamplingParams:
+    """The job's sampling as request parameters; thinking is switched per engine (vLLM's template kwarg)."""
+    extra = {"chat_template_kwargs": {"enable_thinking": sampling.enable_thinking}} if engine == "vllm" else {}
+    return SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
+                          seed=seed, extra_body=extra)
+
+
+class EpisodeModels:
+    """Resolves the roles of one episode to callers."""
+
+    def __init__(self, deployments: Mapping[str, Deployment]) -> None:
+        self.deployments = deployments
+
+    def use(self, spec: EpisodeSpec, role: Role) -> ModelUse | str:
+        """The job's setting for a role of this episode ("scripted"/"none" for fixtures and absent roles)."""
+        if role == "agent":
+            return spec.cell.agent
+        if role in ("user_simulator", "judge"):
+            return getattr(spec, role)
+        if role in ("memory", "tool_model"):
+            return getattr(spec, role) or spec.cell.agent
+        raise ValueError(f"role {role!r} is not a chat model")
+
+    def policy(self, spec: EpisodeSpec, role: Role) -> Policy | None:
+        """``None`` for a scripted fixture of the benchmark's own and for an absent role."""
+        use = self.use(spec, role)
+        if isinstance(use, str):
+            return None
+        deployment = self.deployments[use.deployment]
+        engine = deployment.describe()["engine"]
+        return deployment.policy(spec.episode_id, role, sampling_params(use.sampling, engine, spec.seed), context=spec)
+
+    def embedder(self, spec: EpisodeSpec) -> Embedder | None:
+        if spec.embeddings is None:
+            return None
+        return self.deployments[spec.embeddings.deployment].embedder(spec.episode_id, "embeddings")
+
+
+async def aclose_caller(caller: object) -> None:
+    """Close an HTTP caller's conversation (frees its routing slot); fixtures have nothing to close."""
+    close = getattr(caller, "aclose", None)
+    if close is not None:
+        await close()
