@@ -170,18 +170,19 @@ class Cell:
                                              rng.choice(["user_stop", "agent_stop", "max_steps"], n, p=[.8, .15, .05]))),
             "reward": pa.array(np.where(failed, np.nan, reward), from_pandas=True),
             "success": pa.array(np.where(failed, None, reward == 1.0)), "graded": pa.array(~failed),
-            "reward_basis": pa.array(["task: DB×COMMUNICATE"] * n),
-            "db": pa.array(np.where(failed, np.nan, np.maximum(reward, rng.random(n) < 0.2)), from_pandas=True),
-            "communicate": pa.array(np.where(failed, np.nan, 1.0), from_pandas=True),
-            "action": pa.array(np.where(failed, np.nan, rng.random(n) < 0.5), from_pandas=True),
+            "grading_basis": pa.array(["task: DB×COMMUNICATE"] * n),
+            "metrics": pa.array([None if f else {"db": float(max(r, d)), "communicate": 1.0, "action": float(a)}
+                                 for f, r, d, a in zip(failed, reward, rng.random(n) < 0.2, rng.random(n) < 0.5)],
+                                type=pa.map_(pa.string(), pa.float64())),
             "n_requests": pa.array(self.requests.astype(np.int32)), "n_steps": pa.array(self.steps.astype(np.int32)),
             "agent_prompt_tokens": per_episode["prompt_tokens_sum"],
             "agent_completion_tokens": per_episode["completion_tokens_sum"],
             "agent_cached_tokens": per_episode["cached_tokens_sum"],
+            "tokens": pc.add(per_episode["prompt_tokens_sum"], per_episode["completion_tokens_sum"]),
             "started_at": pa.array(now).cast(pa.timestamp("us", tz="UTC")),
             "finished_at": pa.array(now + 50_000_000).cast(pa.timestamp("us", tz="UTC")),
             "duration_s": pa.array(np.full(n, 50.0)), "code_version": pa.array(["bench"] * n),
-            "reward_info_json": _pool('{"reward": 1.0, "basis": "task"', 50, 800).take(pa.array(rng.integers(0, 50, n))),
+            "grading_json": _pool('{"reward": 1.0, "basis": "task"', 50, 800).take(pa.array(rng.integers(0, 50, n))),
             "repository_json": _pool('{"nodes": [', 50, 2000).take(pa.array(rng.integers(0, 50, n))),
         }
         return self.table("episodes", cols)
@@ -281,7 +282,7 @@ def time_queries(sweep: Path, names: list[str], repeats: int) -> dict[str, float
             best = float("inf")
             for _ in range(repeats):
                 t = time.perf_counter()
-                query_table(con, name)
+                query_table(con, name, baseline="full_context")
                 best = min(best, time.perf_counter() - t)
             times[name] = best
     return times

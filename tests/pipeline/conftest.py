@@ -23,8 +23,8 @@ def flowstate_data() -> Path:
 
 SMALL_ORACLE_JOB = {
     "name": "small-oracle",
-    "benchmarks": [{"domain": "airline", "tasks": ["0", "7"], "reward_basis": "classic"},
-                   {"domain": "retail", "tasks": ["0", "36"], "reward_basis": "classic"}],
+    "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["0", "7"], "reward_basis": "classic"},
+                   {"benchmark": "taubench", "domain": "retail", "tasks": ["0", "36"], "reward_basis": "classic"}],
     "methods": [{"name": "flowstate"}, {"name": "full_context"}],
     "agents": [{"deployment": "oracle"}],
     "user_simulator": "scripted",

@@ -73,7 +73,7 @@ def test_grade_recomputes_rewards_from_stored_transcripts(oracle_sweep, tmp_path
     target = next((sweep / "episodes").glob("*/*.parquet"))  # a compacted part (the sweep ended compacted)
     stored = pq.read_table(target)
     rows = stored.to_pylist()
-    rows[0]["reward"], rows[0]["db"] = 0.0, 0.0  # a wrong stored grade
+    rows[0]["reward"], rows[0]["metrics"] = 0.0, [("db", 0.0)]  # a wrong stored grade
     pq.write_table(pa.Table.from_pylist(rows, schema=stored.schema), target)
     proc = flowstate("grade", str(sweep))
     assert proc.returncode == 0, proc.stderr
@@ -84,7 +84,7 @@ def test_grade_recomputes_rewards_from_stored_transcripts(oracle_sweep, tmp_path
     # On each task's own basis: retail task 0 has no NL assertions (graded without a judge);
     # task 36 has some, and without a judge model its two episodes are left as they were.
     proc = flowstate("grade", str(sweep), "--basis", "task")
-    labels = {(r["task_id"], r["reward_basis"]) for p in (sweep / "episodes").glob("*/*.parquet")
+    labels = {(r["task_id"], r["grading_basis"]) for p in (sweep / "episodes").glob("*/*.parquet")
               for r in pq.read_table(p).to_pylist() if r["domain"] == "retail"}
     assert proc.returncode == 0 and labels == {("0", "task: DB×NL_ASSERTION"), ("36", "classic: DB×COMMUNICATE")}
     assert "2 episodes need a judge model" in proc.stdout

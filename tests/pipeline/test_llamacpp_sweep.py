@@ -28,7 +28,7 @@ USER_CTX = 4096  # different from the agent's, so a test can tell the two server
 def write_job(tmp_path: Path, *, methods: list[dict], agent_replicas: int = 1, max_env_steps: int = 8) -> Path:
     job = {
         "name": "llamacpp-e2e",
-        "benchmarks": [{"domain": "airline", "tasks": ["3"], "reward_basis": "classic", "tool_rendering": "compact",
+        "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["3"], "reward_basis": "classic", "tool_rendering": "compact",
                         "max_env_steps": max_env_steps}],
         "methods": methods,
         "agents": [{"deployment": "agent", "label": "smollm2", "sampling": {"max_tokens": 96}}],

@@ -33,8 +33,8 @@ def write_job(tmp_path: Path, *, agent_deployment: dict, name: str = "e2e", task
               methods: list | None = None, execution: dict | None = None) -> Path:
     job = {
         "name": name,
-        "benchmarks": [{"domain": "airline", "limit": tasks, "reward_basis": "classic"},
-                       {"domain": "retail", "limit": tasks, "reward_basis": "classic"}],
+        "benchmarks": [{"benchmark": "taubench", "domain": "airline", "limit": tasks, "reward_basis": "classic"},
+                       {"benchmark": "taubench", "domain": "retail", "limit": tasks, "reward_basis": "classic"}],
         "methods": methods or [{"name": "flowstate"}, {"name": "full_context", "protocol": "json"}],
         "agents": [{"deployment": "agent"}],
         "user_simulator": "scripted",

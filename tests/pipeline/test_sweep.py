@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pipeline.benchmarks import catalog
+from pipeline.benchmarks.taubench import TAUBENCH
 from pipeline.config import JobConfig
 from pipeline.sweep import expand, trial_seeds
 
@@ -14,8 +14,8 @@ from pipeline.sweep import expand, trial_seeds
 def job(**overrides) -> JobConfig:
     data = {
         "name": "t",
-        "benchmarks": [{"domain": "airline", "tasks": ["0", "1", "2"], "reward_basis": "classic"},
-                       {"domain": "retail", "limit": 2, "reward_basis": "classic"}],
+        "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["0", "1", "2"], "reward_basis": "classic"},
+                       {"benchmark": "taubench", "domain": "retail", "limit": 2, "reward_basis": "classic"}],
         "methods": [{"name": "flowstate"}, {"name": "full_context"}],
         "agents": [{"deployment": "oracle"}],
         "user_simulator": "scripted", "judge": "none",
@@ -62,7 +62,7 @@ def test_what_defines_results_changes_the_ids(change):
 def test_a_method_option_changes_only_that_methods_episodes():
     base = expand(job())
     changed = expand(job(methods=[{"name": "flowstate", "rejection_feedback": True}, {"name": "full_context"}]))
-    ids = lambda sweep, method: {e.episode_id for e in sweep.episodes if e.cell.method.name.value == method}  # noqa: E731
+    ids = lambda sweep, method: {e.episode_id for e in sweep.episodes if e.cell.method.name == method}  # noqa: E731
     assert not ids(base, "flowstate") & ids(changed, "flowstate")
     assert ids(base, "full_context") == ids(changed, "full_context")
 
@@ -75,9 +75,9 @@ def test_adding_a_method_keeps_the_ids_of_existing_cells():
 
 def test_data_checksums_are_part_of_episode_ids(monkeypatch):
     before = expand(job())
-    real = catalog.data_checksums
-    monkeypatch.setattr(catalog, "data_checksums", lambda cell: {
-        **real(cell), **({"taubench/airline/db.json": "0" * 64} if cell.domain == "airline" else {})})
+    real = type(TAUBENCH).data_checksums
+    monkeypatch.setattr(TAUBENCH, "data_checksums", lambda cell: {
+        **real(TAUBENCH, cell), **({"taubench/airline/db.json": "0" * 64} if cell.domain == "airline" else {})})
     after = expand(job())
     assert before.sweep_id == after.sweep_id  # the job did not change ...
     changed = {e.episode_id for e in before.episodes} ^ {e.episode_id for e in after.episodes}
@@ -86,4 +86,4 @@ def test_data_checksums_are_part_of_episode_ids(monkeypatch):
 
 def test_unknown_task_ids_are_an_error():
     with pytest.raises(ValueError, match=r"no tasks \['999'\]"):
-        expand(job(benchmarks=[{"domain": "airline", "tasks": ["999"], "reward_basis": "classic"}]))
+        expand(job(benchmarks=[{"benchmark": "taubench", "domain": "airline", "tasks": ["999"], "reward_basis": "classic"}]))

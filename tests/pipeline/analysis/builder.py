@@ -2,7 +2,8 @@
 
 Rows are plain dicts with every id column filled in; any column not given is NULL (or an empty list
 for list columns). Files are laid out as the store writes them: one file per table and episode
-under ``<table>/cell=<cell_id>/<episode_id>.parquet``.
+under ``<table>/cell=<cell_id>/<episode_id>.parquet``. Episodes take τ-bench's metrics (db,
+communicate, ...) as keyword arguments and put them in the ``metrics`` map, as its grading does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pipeline.store.schema import SCHEMA_VERSION
 from pipeline.store.writer import write_parquet_atomic
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+METRIC_KEYS = ("db", "communicate", "nl_assertion", "action", "action_read", "action_write")
 
 
 def _hash(*parts: object) -> str:
@@ -71,11 +73,15 @@ class SweepBuilder:
                 self.write(table, ids, rows)
         if write_episode_row:
             graded = status == "completed" and episode.get("termination", "user_stop") in ("user_stop", "agent_stop")
+            metrics = {k: v for k in METRIC_KEYS if (v := episode.pop(k, None)) is not None}
+            tokens = [episode.get(f"{role}_{kind}_tokens") for role in ("agent", "memory") for kind in ("prompt", "completion")]
             row = {
                 "seed": 1, "status": status, "attempts": 1, "termination": "user_stop",
                 "reward": reward if status == "completed" else None,
                 "success": (abs(reward - 1.0) <= 1e-6) if status == "completed" and reward is not None else None,
-                "reward_basis": "task: DB×COMMUNICATE", "graded": graded,
+                "grading_basis": "task: DB×COMMUNICATE", "graded": graded,
+                "metrics": metrics if status == "completed" else None,
+                "tokens": sum(t for t in tokens if t is not None) if any(t is not None for t in tokens) else None,
                 "n_requests": max([s.get("request", 1) for s in steps or [{}]]),
                 "n_steps": len(steps or []),
                 "started_at": T0, "finished_at": T0 + timedelta(seconds=10), "duration_s": 10.0,
@@ -90,7 +96,8 @@ class SweepBuilder:
         manifest = {
             "sweep_id": self.sweep_id, "job_name": "test-job", "job_file": str(self.root / "job.yaml"),
             "job": {"name": "test-job", "trials": 2, "seed": 300, "tracking": {"experiment": None, "tracking_uri": None,
-                                                                            "trace_samples_per_cell": 3}},
+                                                                            "trace_samples_per_cell": 3},
+                    "analysis": {"baseline": "full_context"}},
             "created_at": T0.isoformat(), "code_version": "abc123", "versions": {"python": "3.11", "duckdb": "2.0"},
             "data_checksums": {}, "cells": [{"cell_id": c, "label": label} for c, label in cells],
             "episodes": len(self.written), "deployments": {"m1": {"kind": "scripted", "engine": "scripted", "model": "m1"}},

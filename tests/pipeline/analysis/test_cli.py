@@ -1,8 +1,7 @@
-"""The analysis subcommands as the main parser will register them."""
+"""The analysis subcommands on the main parser (with the benchmarks' own exports)."""
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -11,15 +10,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.analysis.cli import add_commands
-from pipeline.cli import CliError
+from pipeline.cli import CliError, build_parser
 from tests.pipeline.analysis.builder import SweepBuilder
 
 
 def run(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="flowstate")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     return args.handler(args)
 
 
@@ -29,9 +25,12 @@ def test_query_as_csv_json_and_parquet(scores_sweep: SweepBuilder, tmp_path: Pat
     assert run("query", "pass_hat_k", "--runs", runs, "--format", "csv") == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert {(r["method"], r["k"]) for r in rows} >= {("full_context", "3"), ("flowstate", "1")}
-    assert run("query", "delta_vs_full_context", "--runs", runs, "--param", "baseline=flowstate", "--format", "json") == 0
-    [delta] = json.loads(capsys.readouterr().out)
-    assert (delta["method"], delta["baseline"]) == ("full_context", "flowstate")
+    assert run("query", "delta_vs_baseline", "--runs", runs, "--param", "baseline=flowstate", "--format", "json") == 0
+    deltas = json.loads(capsys.readouterr().out)
+    assert {(d["method"], d["baseline"]) for d in deltas} == {("full_context", "flowstate")}
+    assert [d["metric"] for d in deltas] == ["pass_rate", "db", "action", "tokens"]  # τ-bench's headline metrics
+    assert run("query", "delta_vs_baseline", "--runs", runs, "--format", "json") == 0  # the job's baseline
+    assert {d["baseline"] for d in json.loads(capsys.readouterr().out)} == {"full_context"}
     out = tmp_path / "tokens.parquet"
     assert run("query", "tokens", "--runs", runs, "--format", "parquet", "--out", str(out)) == 0
     assert pq.read_table(out).num_rows == 2

@@ -40,7 +40,8 @@ def rows_seen(runs: Path) -> dict[str, list[Any]]:
 def answers(runs: Path) -> dict[str, list[Any]]:
     """Every shipped query's rows (order-free, floats rounded) plus every table's full contents."""
     with connect(runs) as con:
-        out = {name: sorted(map(_canonical, query_table(con, name).to_pylist()), key=repr) for name in list_queries()}
+        out = {name: sorted(map(_canonical, query_table(con, name, baseline="full_context").to_pylist()), key=repr)
+               for name in list_queries()}
     return out | rows_seen(runs)
 
 

@@ -21,22 +21,36 @@ def by(rows_: list[dict[str, Any]], *keys: str) -> dict[Any, dict[str, Any]]:
     return {tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]]: r for r in rows_}
 
 
+def scores(runs: Path) -> dict[tuple[str, str], float | None]:
+    return {(r["method"], r["metric"]): r["value"] for r in rows("scores", runs)}
+
+
 def test_pass_rate_and_components(scores_sweep: SweepBuilder) -> None:
     r = by(rows("pass_rate", scores_sweep.sweep_dir), "method")
     fc, fs = r[FC], r[FS]
+    s = scores(scores_sweep.sweep_dir)
     # full_context: rewards 1,1,0 | 0,0,0 | 1,1,1; B/2 gated by max_steps (db, communicate count as 0)
     assert (fc["tasks"], fc["episodes"], fc["graded"], fc["grading_failed"], fc["failed"]) == (3, 9, 8, 0, 0)
-    assert fc["pass_rate"] == pytest.approx(5 / 9)
-    assert fc["success_rate"] == pytest.approx(5 / 9)
-    assert fc["db"] == pytest.approx(6 / 9)
-    assert fc["communicate"] == pytest.approx(8 / 9)
-    assert fc["action"] == pytest.approx(2 / 9)
-    assert fc["nl_assertion"] is None  # never evaluated
+    assert fc["pass_rate"] == pytest.approx(5 / 9) == s[(FC, "pass_rate")]
+    assert fc["success_rate"] == pytest.approx(5 / 9) == s[(FC, "success_rate")]
+    assert s[(FC, "db")] == pytest.approx(6 / 9)
+    assert s[(FC, "communicate")] == pytest.approx(8 / 9)
+    assert s[(FC, "action")] == pytest.approx(2 / 9)
+    assert s[(FC, "nl_assertion")] is None  # never evaluated
     # flowstate: the infrastructure failure and the grading failure are counted, not scored
     assert (fs["tasks"], fs["episodes"], fs["grading_failed"], fs["failed"]) == (2, 6, 1, 1)
     assert fs["pass_rate"] == pytest.approx(4 / 6)
-    assert fs["db"] == pytest.approx(5 / 6)
-    assert fs["action"] == pytest.approx(3 / 6)
+    assert s[(FS, "db")] == pytest.approx(5 / 6)
+    assert s[(FS, "action")] == pytest.approx(3 / 6)
+
+
+def test_scores_follow_the_benchmarks_declarations(scores_sweep: SweepBuilder) -> None:
+    r = [x for x in rows("scores", scores_sweep.sweep_dir) if x["method"] == FC]
+    assert [x["metric"] for x in r] == ["pass_rate", "success_rate", "db", "communicate", "nl_assertion", "action",
+                                        "action_read", "action_write"]
+    assert [(x["metric"], x["label"]) for x in r if x["headline"]] == [("pass_rate", "PR"), ("db", "DB"), ("action", "Act.")]
+    assert {x["metric"]: x["episodes"] for x in r}["db"] == 8  # the gated episode has no value, yet counts as 0
+    assert [x["metric"] for x in rows("scores", scores_sweep.sweep_dir, metric="db")] == ["db", "db"]
 
 
 def test_pass_hat_k_over_three_trials(scores_sweep: SweepBuilder) -> None:
@@ -53,21 +67,23 @@ def test_pass_hat_k_over_three_trials(scores_sweep: SweepBuilder) -> None:
     assert r[(FC, 1)]["tasks"] == 3
 
 
-def test_delta_vs_full_context_on_common_tasks(scores_sweep: SweepBuilder) -> None:
-    [d] = rows("delta_vs_full_context", scores_sweep.sweep_dir)
-    assert (d["method"], d["baseline"], d["tasks"], d["method_episodes"], d["baseline_episodes"]) == (FS, FC, 2, 6, 6)
-    assert d["baseline_pass_rate"] == pytest.approx(2 / 6)  # task C (only full_context ran it) left out
-    assert d["d_pass_rate"] == pytest.approx(100 * (4 / 6 - 2 / 6))
-    assert d["d_db"] == pytest.approx(100 * (5 / 6 - 3 / 6))
-    assert d["d_action"] == pytest.approx(100 * (3 / 6 - 2 / 6))
-    assert d["d_tokens_pct"] == pytest.approx(100 * ((5 * 550 + 900) / 6 / 1100 - 1))
+def test_delta_vs_the_jobs_baseline_on_common_tasks(scores_sweep: SweepBuilder) -> None:
+    d = by(rows("delta_vs_baseline", scores_sweep.sweep_dir), "metric")  # the job names full_context
+    assert list(d) == ["pass_rate", "db", "action", "tokens"]
+    pr = d["pass_rate"]
+    assert (pr["method"], pr["baseline"], pr["tasks"], pr["method_episodes"], pr["baseline_episodes"]) == (FS, FC, 2, 6, 6)
+    assert pr["baseline_value"] == pytest.approx(2 / 6)  # task C (only full_context ran it) left out
+    assert pr["delta"] == pytest.approx(100 * (4 / 6 - 2 / 6))
+    assert d["db"]["delta"] == pytest.approx(100 * (5 / 6 - 3 / 6))
+    assert d["action"]["delta"] == pytest.approx(100 * (3 / 6 - 2 / 6))
+    assert d["tokens"]["delta"] == pytest.approx(100 * ((5 * 550 + 900) / 6 / 1100 - 1))
 
 
 def test_delta_with_another_baseline_is_bound_as_a_value(scores_sweep: SweepBuilder) -> None:
-    [d] = rows("delta_vs_full_context", scores_sweep.sweep_dir, baseline=FS)
-    assert (d["method"], d["baseline"]) == (FC, FS)
-    assert d["d_pass_rate"] == pytest.approx(100 * (2 / 6 - 4 / 6))
-    assert rows("delta_vs_full_context", scores_sweep.sweep_dir, baseline="x' OR '1'='1") == []
+    d = by(rows("delta_vs_baseline", scores_sweep.sweep_dir, baseline=FS), "metric")
+    assert (d["pass_rate"]["method"], d["pass_rate"]["baseline"]) == (FC, FS)
+    assert d["pass_rate"]["delta"] == pytest.approx(100 * (2 / 6 - 4 / 6))
+    assert rows("delta_vs_baseline", scores_sweep.sweep_dir, baseline="x' OR '1'='1") == []
 
 
 def test_tokens_and_cached_shares(scores_sweep: SweepBuilder) -> None:

@@ -16,7 +16,7 @@ from tests.pipeline.analysis.conftest import build_scores_sweep
 
 def test_every_shipped_query_documents_itself() -> None:
     names = list_queries()
-    assert {"pass_rate", "pass_hat_k", "tokens", "delta_vs_full_context", "depth_retention", "latency"} <= set(names)
+    assert {"pass_rate", "pass_hat_k", "tokens", "delta_vs_baseline", "scores", "depth_retention", "latency"} <= set(names)
     for name in names:
         spec = load_query(name)
         assert spec.description, f"{name}.sql has no header comment"

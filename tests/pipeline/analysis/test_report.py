@@ -60,6 +60,7 @@ def test_the_baseline_is_found_under_its_protocol_label(tmp_path: Path) -> None:
     for method, reward, tokens in (("full_context-json", 0.0, 1000), ("flowstate-json", 1.0, 600)):
         b.episode(method=method, task="A", reward=reward, db=reward, graded=True, agent_prompt_tokens=tokens,
                   agent_completion_tokens=0)
+    b.manifest()  # its job names full_context as the baseline
     text = build_report(b.root, tmp_path / "report.md").markdown.read_text()
     assert "baseline: `full_context-json`" in text
     assert "| m1 | Δ flowstate-json vs. full_context-json | +100.0 | +100.0 | – | −40.00% |" in text.splitlines()

@@ -33,6 +33,8 @@ pytestmark = pytest.mark.slow
 
 SPEC = LlamaCppSpec(replicas=2, n_threads=1, num_cpus=1, sampling=SamplingParams(max_tokens=24, seed=0))
 QUESTION = ChatMessage(role="user", content="Name three colours.")
+# A reply that takes long enough (tens of tokens) for a kill to land while its calls are in flight.
+LONG_QUESTION = ChatMessage(role="user", content="Write the numbers from 1 to 40, separated by commas.")
 
 
 def running(pid: int) -> bool:
@@ -137,8 +139,8 @@ def test_json_schema_is_really_enforced(llamacpp: ReplicatedDeployment) -> None:
     asyncio.run(policy.aclose())  # type: ignore[attr-defined]
 
 
-async def one_round(policies: list[ChatClient]) -> list[str]:
-    completions = await asyncio.gather(*(p.complete([QUESTION]) for p in policies))
+async def one_round(policies: list[ChatClient], question: ChatMessage = QUESTION) -> list[str]:
+    completions = await asyncio.gather(*(p.complete([question]) for p in policies))
     return [str(c.served_by) for c in completions]
 
 
@@ -166,7 +168,7 @@ def test_a_deployment_pickles_to_workers_and_sessions_stick_across_processes(
 
 
 def test_failover_actor_death_and_stop_leave_nothing_behind(ray_local: None) -> None:
-    deployment = start(SPEC.model_copy(update={"sampling": SamplingParams(max_tokens=8)}))
+    deployment = start(SPEC.model_copy(update={"sampling": SamplingParams(max_tokens=48, seed=0)}))
     try:
         described = ray.get([r.describe.remote() for r in deployment.replicas])
         servers = [d["server_pid"] for d in described]
@@ -175,7 +177,7 @@ def test_failover_actor_death_and_stop_leave_nothing_behind(ray_local: None) -> 
         victim, survivor = deployment.urls
 
         async def kill_mid_round() -> list[str]:
-            pending = asyncio.ensure_future(one_round(policies))  # type: ignore[arg-type]
+            pending = asyncio.ensure_future(one_round(policies, LONG_QUESTION))  # type: ignore[arg-type]
             await asyncio.sleep(0.3)
             os.kill(servers[0], signal.SIGKILL)
             return await pending

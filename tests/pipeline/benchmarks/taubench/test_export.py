@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.analysis.export import export_tau2
+from pipeline.benchmarks.taubench.export import export_tau2
 from pipeline.store.files import NoResultsError
 from pipeline.benchmarks.taubench import ActionCheck, CommunicateCheck, DBCheck, RewardInfo
 from tests.pipeline.analysis.builder import SweepBuilder
@@ -47,12 +47,12 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, methods: tuple[str, .
     monkeypatch.setenv("FLOWSTATE_DATA", str(DATA))
     b = SweepBuilder(tmp_path)
     for method in methods:
-        b.episode(method=method, task="1", trial=0, reward=1.0, transcript=TRANSCRIPT, reward_info_json=reward_info(),
+        b.episode(method=method, task="1", trial=0, reward=1.0, transcript=TRANSCRIPT, grading_json=reward_info(),
                   seed=42, n_requests=1, n_steps=2)
         b.episode(method=method, task="0", trial=0, reward=0.0, termination="max_steps", graded=False,
-                  transcript=TRANSCRIPT[:2], reward_info_json=reward_info(graded=False))
+                  transcript=TRANSCRIPT[:2], grading_json=reward_info(graded=False))
         b.episode(method=method, task="2", trial=0, status="failed", reward=None)  # not exported
-    b.manifest(job={"trials": 1, "seed": 300, "benchmarks": [{"domain": "airline", "max_env_steps": 30, "max_errors": 5}],
+    b.manifest(job={"trials": 1, "seed": 300, "benchmarks": [{"benchmark": "taubench", "domain": "airline", "max_env_steps": 30, "max_errors": 5}],
                     "agents": [{"deployment": "m1", "sampling": {"temperature": 0.1}}],
                     "user_simulator": {"deployment": "u1", "sampling": {"temperature": 0.0}}})
     return b

@@ -12,27 +12,27 @@ import asyncio
 
 import pytest
 
-from flowstate import LoopLimits
+from flowstate import LoopLimits, method_options
 from pipeline.benchmarks import taubench
-from pipeline.config import AgentModel, MethodSpec, TauBenchCell
-from pipeline.episodes import run_taubench_episode
-from pipeline.fixtures.oracle import OraclePolicy
+from pipeline.config import AgentModel
+from pipeline.episode import EpisodeCallers, run_sweep_episode
+from pipeline.fixtures import oracle_for
 from pipeline.sweep import Cell, EpisodeSpec
 
 
 def _spec(domain: str, method: str, protocol: str, task_id: str) -> EpisodeSpec:
-    cell = Cell(cell_id="c", label="oracle", benchmark=TauBenchCell(domain=domain, reward_basis="classic"),
-                method=MethodSpec(name=method, protocol=protocol), agent=AgentModel(deployment="oracle"))
+    cell = Cell(cell_id="c", label="oracle", benchmark=taubench.TauBenchCell(domain=domain, reward_basis="classic"),
+                method=method_options({"name": method, "protocol": protocol}), agent=AgentModel(deployment="oracle"))
     return EpisodeSpec(episode_id=f"{domain}-{task_id}", sweep_id="s", cell=cell, task_id=task_id, trial=0, seed=0,
                        user_simulator="scripted", judge="none")
 
 
+async def _run(spec: EpisodeSpec):
+    return await run_sweep_episode(spec, EpisodeCallers(agent=oracle_for(spec)), LoopLimits())
+
+
 async def _run_all(domain: str, method: str, protocol: str):
-    outcomes = {}
-    for task in taubench.load_tasks(domain):
-        spec = _spec(domain, method, protocol, task.id)
-        outcomes[task.id] = await run_taubench_episode(spec, OraclePolicy(task, method, protocol), None, None, LoopLimits())
-    return outcomes
+    return {task.id: await _run(_spec(domain, method, protocol, task.id)) for task in taubench.load_tasks(domain)}
 
 
 @pytest.mark.parametrize("protocol", ["tagged", "json"])
@@ -40,22 +40,20 @@ async def _run_all(domain: str, method: str, protocol: str):
 @pytest.mark.parametrize("domain", ["airline", "retail"])
 def test_the_oracle_passes_every_task(domain, method, protocol):
     outcomes = asyncio.run(_run_all(domain, method, protocol))
-    passed = {task_id for task_id, o in outcomes.items() if o.reward is not None and taubench.is_success(o.reward.reward)}
+    passed = {task_id for task_id, o in outcomes.items() if o.grade is not None and o.grade.success}
     assert passed == {t.id for t in taubench.load_tasks(domain)}
     assert all(o.result.termination == "user_stop" for o in outcomes.values())
-    assert all(o.reward.basis == "classic" for o in outcomes.values())
+    assert all(o.grade.basis == "classic: DB×COMMUNICATE" for o in outcomes.values())
     parse_errors = [s.parse_errors for o in outcomes.values() for s in o.result.steps if s.parse_errors]
     assert parse_errors == []
 
 
 def test_flowstate_oracle_uses_psa_across_requests():
-    task = next(t for t in taubench.load_tasks("airline") if t.id == "7")  # reads, then writes after a "yes"
-    outcome = asyncio.run(run_taubench_episode(_spec("airline", "flowstate", "tagged", "7"),
-                                               OraclePolicy(task, "flowstate", "tagged"), None, None, LoopLimits()))
+    outcome = asyncio.run(_run(_spec("airline", "flowstate", "tagged", "7")))  # reads, then writes after a "yes"
     assert outcome.result.requests == 2
     disclosed = [(s.request, s.disclosed, s.disclosed_from) for s in outcome.result.steps if s.disclosed]
     assert disclosed == [(2, ["plan_writes"], [1])]
     nodes = {n.state_id: n for n in outcome.result.repository.nodes}
     assert nodes["plan_writes"].type.value == "judgement" and nodes["plan_writes"].source_request == 1
     assert any(n.origin.value == "tool" and n.source_request == 2 for n in nodes.values())
-    assert taubench.is_success(outcome.reward.reward)
+    assert outcome.grade.success and outcome.grade.reward == 1.0
