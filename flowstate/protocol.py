@@ -305,3 +305,15 @@ def protocol_schema(*, state_blocks: tuple[str, ...] = STATE_BLOCKS, tool_names:
         "required": ["content"],
     }
     return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+def render_output(mode: ProtocolMode, *, state_blocks: tuple[str, ...] = STATE_BLOCKS, focus: list[Any] | None = None,
+                  delta: list[Any] | None = None, calls: list[Any] | None = None, message: str | None = None) -> str:
+    """A well-formed output in ``mode`` with the given state blocks (what a scripted test policy writes)."""
+    state = {"state_focus": focus or [], "state_delta": delta or []}
+    parts: dict[str, Any] = {block: state[block] for block in STATE_BLOCKS if block in state_blocks}
+    parts["tool_calls"] = calls or []
+    parts["assistant_message"] = {"content": message}
+    if mode is ProtocolMode.JSON:
+        return json.dumps(parts)
+    return "\n".join(f"<{name}>\n{json.dumps(value)}\n</{name}>" for name, value in parts.items())

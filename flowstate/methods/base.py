@@ -125,7 +125,7 @@ class MethodSession(ABC):
         slots["observation"] = render_observation(observation)
         slots["query"] = self._query
         slots["feedback"] = self._feedback
-        user = fill(template(self.input_template), slots)
+        user = fill(self.input_template_text(), slots)
         return [self._system, ChatMessage(role="user", content=user)]
 
     async def apply(self, parsed: ParsedOutput) -> StepEffects:
@@ -159,6 +159,10 @@ class MethodSession(ABC):
 
     @abstractmethod
     def apply_output(self, parsed: ParsedOutput) -> StepEffects: ...
+
+    def input_template_text(self) -> str:
+        """The input prompt's template: ``prompts/<input_template>.txt`` (a plug-in may bring its own)."""
+        return template(self.input_template)
 
     def output_protocol(self, stem: str) -> str:
         return template(f"{stem}_output_{self.options.protocol.value}")

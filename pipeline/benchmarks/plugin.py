@@ -11,7 +11,6 @@ aggregate, its test oracle and its command-line tools. Nothing outside its folde
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -223,13 +222,3 @@ def register_benchmark(benchmark: Benchmark) -> Benchmark:
 
 def benchmark_of(cell: BenchmarkCell) -> Benchmark:
     return BENCHMARKS.get(cell.benchmark)
-
-
-def final_responses(transcript: Sequence[TranscriptMessage], requests: int) -> list[str | None]:
-    """Each request's last assistant message without tool calls (None where a request had none):
-    what a benchmark with a fixed list of requests grades."""
-    answers: list[str | None] = [None] * requests
-    for message in transcript:
-        if message.role == "assistant" and not message.tool_calls and 1 <= message.request <= requests:
-            answers[message.request - 1] = message.content
-    return answers

@@ -31,6 +31,7 @@ SMALL_ORACLE_JOB = {
     "judge": "none",
     "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}},
     "execution": {"concurrency": 8},
+    "analysis": {"baseline": "full_context"},
 }
 
 

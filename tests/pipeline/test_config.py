@@ -52,6 +52,17 @@ def test_every_shipped_job_parses(name):
     (("name: small\n", ""), r"missing key 'name'"),
     (("  oracle: {kind: scripted, name: oracle}", "  other: {kind: scripted, name: oracle}"), r"'oracle' is not under 'deployments'"),
     (("  oracle: {kind: scripted, name: oracle}", "  oracle: {kind: vllm}"), r"job.yaml:12: missing key 'deployments.oracle.model'"),
+    # the unions of registered plug-ins: an unknown name lists the known ones, an option is the plug-in's own
+    (("  - {name: flowstate}", "  - {name: bm26}"), r"job.yaml:5: methods.0: Input tag 'bm26' .*'flowstate', 'full_context'"),
+    (("  - {name: flowstate}", "  - {name: flowstate, top_k: 3}"), r"job.yaml:5: unknown key 'methods.0.top_k'"),
+    (("{benchmark: taubench, domain: airline", "{benchmark: memoryarena, domain: airline"),
+     r"job.yaml:3: benchmarks.0: Input tag 'memoryarena' .*'taubench'"),
+    (("{benchmark: taubench, domain: airline", "{domain: airline"), r"benchmarks.0: Unable to extract tag using discriminator 'benchmark'"),
+    (("  oracle: {kind: scripted, name: oracle}", "  oracle: {kind: tgi, name: oracle}"), r"deployments.oracle: Input tag 'tgi'"),
+    # roles: the benchmark says which it needs
+    (("user_simulator: scripted\n", ""), r"taubench needs a user_simulator"),
+    (("judge: none", "judge: scripted"), r"judge: scripted, but benchmark 'taubench' has no scripted judge \(it has: user_simulator\)"),
+    (("judge: none", "judge: none\nmemory: {deployment: elsewhere}"), r"memory.deployment 'elsewhere' is not under 'deployments'"),
 ])
 def test_bad_jobs_name_the_line_and_key(tmp_path, edit, expected):
     old, new = edit
@@ -64,6 +75,21 @@ def test_a_retail_task_basis_without_a_judge_is_refused(tmp_path):
     text = GOOD.replace("domain: airline, tasks: [\"0\", \"1\"], reward_basis: classic", "domain: retail")
     with pytest.raises(ConfigError, match="name a judge"):
         load_job(_write(tmp_path, text))
+
+
+def test_roles_added_later_and_analysis_leave_the_ids_alone(tmp_path):
+    from pipeline.sweep import expand
+
+    base = expand(load_job(_write(tmp_path, GOOD)))
+    more = expand(load_job(_write(tmp_path, GOOD + "analysis: {baseline: full_context}\nplugins: []\n")))
+    assert base.sweep_id == more.sweep_id
+    assert [e.episode_id for e in base.episodes] == [e.episode_id for e in more.episodes]
+    # a tool model is part of every episode's identity once set (a benchmark's tools call it)
+    tool = expand(load_job(_write(tmp_path, GOOD + "tool_model: {deployment: oracle}\n")))
+    assert tool.sweep_id != base.sweep_id and not {e.episode_id for e in tool.episodes} & {e.episode_id for e in base.episodes}
+    # a memory model only for methods that call one: FlowState and Full Context do not
+    memory = expand(load_job(_write(tmp_path, GOOD + "memory: {deployment: oracle, sampling: {temperature: 0}}\n")))
+    assert [e.episode_id for e in memory.episodes] == [e.episode_id for e in base.episodes]
 
 
 @pytest.mark.parametrize("text", ["name: [unclosed", "- just\n- a list\n"])
