@@ -10,14 +10,24 @@ Run: python benchmarks/flowstate_step_cost.py
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from flowstate import FlowStateSession, MethodOptions, Repository, TaskPrompt, parse_output
+from flowstate import (
+    FlowStateOptions,
+    FlowStateSession,
+    Repository,
+    RequestEnd,
+    RequestOutcome,
+    RequestStart,
+    TaskPrompt,
+    parse_output,
+)
 from flowstate.rules import check_access, check_delta_op
 from flowstate.state import AddOp, UpdateOp
 
@@ -42,18 +52,24 @@ def _output(step: int) -> str:
 
 
 def _session(repository: Repository | None = None) -> FlowStateSession:
-    return FlowStateSession(TaskPrompt(task_policy="policy", available_tools="tools"), MethodOptions(), repository=repository)
+    return FlowStateSession(TaskPrompt(task_policy="policy", available_tools="tools"), FlowStateOptions(),
+                            repository=repository)
 
 
-def _history(nodes: int) -> Repository:
+def _start(k: int, query: str) -> RequestStart:
+    return RequestStart(index=k, query=query, memory_query=query)
+
+
+async def _history(nodes: int) -> Repository:
     session = _session()
     for k in range(nodes // NODES_PER_REQUEST):
-        session.begin_request(f"request {k}")
+        await session.begin_request(_start(k + 1, f"request {k}"))
         ops = [{"state_set": "knowledge", "operation": "add", "state_id": f"h_{k}_{i}", "summary": f"historical state {k}/{i}",
                 "value": {"k": k, "i": i}, "refs": [{"rel": "follows", "state_id": f"h_{k}_{i - 1}"}] if i else []}
                for i in range(NODES_PER_REQUEST)]
         session.runtime.apply(ops, [])
-        session.end_request()
+        await session.end_request(RequestOutcome(index=k + 1, query="", ended=RequestEnd.RESPONSE, final_response=None,
+                                                 steps=[]))
     return session.runtime.repository
 
 
@@ -61,8 +77,8 @@ def _median_us(samples: list[int]) -> float:
     return statistics.median(samples) / 1000
 
 
-def measure(nodes: int) -> dict[str, float]:
-    repository = _history(nodes)
+async def measure(nodes: int) -> dict[str, float]:
+    repository = await _history(nodes)
     texts = [_output(i) for i in range(STEPS_PER_REQUEST)]
     timings: dict[str, list[int]] = {"parse": [], "validate": [], "apply": [], "serialize": [], "step": []}
 
@@ -72,22 +88,28 @@ def measure(nodes: int) -> dict[str, float]:
         timings[name].append(time.perf_counter_ns() - start)
         return value
 
+    async def atimed(name: str, fn: Callable[[], Awaitable[object]]) -> object:
+        start = time.perf_counter_ns()
+        value = await fn()
+        timings[name].append(time.perf_counter_ns() - start)
+        return value
+
     rounds = max(1, REPEATS // STEPS_PER_REQUEST)
     for r in range(rounds):
         # A fresh session over the same history each round; nothing is persisted, so the
         # repository keeps exactly ``nodes`` nodes.
         session = _session(repository)
         runtime = session.runtime
-        session.begin_request(f"bench {r}")
+        await session.begin_request(_start(len(repository.requests) + 1, f"bench {r}"))
         for i, text in enumerate(texts):
             start = time.perf_counter_ns()
             parsed = timed("parse", lambda: parse_output(text))
             ops = [AddOp.model_validate(parsed.state_delta[0]), UpdateOp.model_validate(parsed.state_delta[1])]
             timed("validate", lambda: ([check_delta_op(op, runtime) for op in ops[:1]],
                                        [check_access(f["target_id"], runtime) for f in parsed.state_focus]))
-            timed("apply", lambda: session.apply(parsed))
-            session.add_observation(i + 1, '{"order_id": "#W1", "status": "pending"}', "raw")
-            timed("serialize", lambda: session.messages(None))
+            await atimed("apply", lambda: session.apply(parsed))
+            await session.add_observation(i + 1, '{"order_id": "#W1", "status": "pending"}', "raw")
+            await atimed("serialize", lambda: session.messages(None))
             timings["step"].append(time.perf_counter_ns() - start)
     return {name: _median_us(values) for name, values in timings.items()}
 
@@ -99,7 +121,7 @@ def main() -> None:
     header = f"{'nodes':>7} {'parse':>8} {'validate':>9} {'apply':>8} {'serialize':>10} {'step':>8}"
     print(header)
     for nodes in (10, 100, 1_000, 10_000):
-        m = measure(nodes)
+        m = asyncio.run(measure(nodes))
         print(f"{nodes:>7} {m['parse']:>8.1f} {m['validate']:>9.1f} {m['apply']:>8.1f} {m['serialize']:>10.1f} {m['step']:>8.1f}")
 
 

@@ -36,7 +36,8 @@ def job_file(folder: Path, *, name: str, base_url: str | None, episodes: int, co
                   if base_url else {"kind": "scripted", "name": "oracle"})
     job = {
         "name": name,
-        "benchmarks": [{"domain": d, "reward_basis": "classic", "limit": limit} for d in ("airline", "retail")],
+        "benchmarks": [{"benchmark": "taubench", "domain": d, "reward_basis": "classic", "limit": limit}
+                       for d in ("airline", "retail")],
         "methods": [{"name": "flowstate"}, {"name": "full_context"}],
         "agents": [{"deployment": "agent", "label": "oracle"}],
         "user_simulator": "scripted", "judge": "none",

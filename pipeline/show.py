@@ -33,6 +33,8 @@ def load_episode(runs: Path, episode_id: str) -> dict[str, list[dict]]:
         "steps": _rows(runs, "steps", "WHERE episode_id = ? ORDER BY request, step", [full]),
         "transcript": _rows(runs, "transcript", "WHERE episode_id = ? ORDER BY seq", [full]),
         "messages": _rows(runs, "messages", "WHERE episode_id = ? ORDER BY seq", [full]),
+        "request_outcomes": _rows(runs, "request_outcomes", "WHERE episode_id = ? ORDER BY request", [full]),
+        "method_records": _rows(runs, "method_records", "WHERE episode_id = ? ORDER BY seq", [full]),
     }
 
 
@@ -57,6 +59,16 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
            f"completion (cached {ep['agent_cached_tokens']}, estimated cached {ep['agent_cached_tokens_estimate']})"
            f"{_role_tokens(ep, 'memory')}; beside it:{_role_tokens(ep, 'user_simulator')}{_role_tokens(ep, 'judge')}"
            f"{_role_tokens(ep, 'tool_model')}")
+    graded = data.get("request_outcomes") or []
+    if graded:
+        yield ("  requests graded: " + " ".join(f"{r['request']}{'✓' if r['correct'] else '✗'}" for r in graded)
+               + f" ({sum(bool(r['correct']) for r in graded)}/{len(graded)} correct)")
+    records = data.get("method_records") or []
+    if records:
+        kinds: dict[str, int] = {}
+        for r in records:
+            kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+        yield "  method records: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
     request = None
     for s in data["steps"]:
         if s["request"] != request:

@@ -30,6 +30,8 @@ from pydantic import BaseModel, ConfigDict
 
 # messages, whole request body -> reply text (None: a reply whose content is null).
 Responder = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str | None]]
+# status, JSON body (or raw bytes), extra headers
+Reply = tuple[int, dict[str, Any] | bytes, dict[str, str]]
 
 async def echo(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
     """Default responder: repeats the last message."""
@@ -159,9 +161,9 @@ class StubServer:
             status, body, headers = 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}, {}
         elif method == "POST" and path == "/v1/chat/completions":
             self.authorizations.append(dict(scope["headers"]).get(b"authorization", b"").decode())
-            status, body, headers = await self._chat(json.loads(await _read_body(receive)))
+            status, body, headers = await self._admit(json.loads(await _read_body(receive)), self._chat)
         elif method == "POST" and path == "/v1/embeddings":
-            status, body, headers = await self._embeddings(json.loads(await _read_body(receive)))
+            status, body, headers = await self._admit(json.loads(await _read_body(receive)), self._embeddings)
         else:
             status, body, headers = 404, {"error": {"message": f"no route {method} {path}"}}, {}
         payload = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -170,23 +172,21 @@ class StubServer:
         await send({"type": "http.response.start", "status": status, "headers": raw_headers})
         await send({"type": "http.response.body", "body": payload})
 
-    async def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes, dict[str, str]]:
+    async def _admit(self, body: dict[str, Any], answer: Callable[[dict[str, Any]], Awaitable[Reply]]) -> Reply:
+        """Every POST: recorded, delayed, failed if a fault is pending, else answered by its route."""
         self.requests.append(body)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         fault = self._take_fault()
         if fault is not None:
             return await self._fail(fault)
+        return await answer(body)
+
+    async def _chat(self, body: dict[str, Any]) -> Reply:
         messages = body.get("messages", [])
         return 200, self._reply(body, messages, await self.responder(messages, body)), {}
 
-    async def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes, dict[str, str]]:
-        self.requests.append(body)
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        fault = self._take_fault()
-        if fault is not None:
-            return await self._fail(fault)
+    async def _embeddings(self, body: dict[str, Any]) -> Reply:
         texts = body.get("input")
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
@@ -198,7 +198,7 @@ class StubServer:
         return 200, {"object": "list", "data": data, "model": body.get("model", self.model),
                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, {}
 
-    async def _fail(self, fault: Fault) -> tuple[int, dict[str, Any] | bytes, dict[str, str]]:
+    async def _fail(self, fault: Fault) -> Reply:
         if fault.kind == "hang":
             await asyncio.sleep(3600)
         if fault.kind == "garbage":

@@ -15,6 +15,7 @@ from mlflow import MlflowClient
 
 from pipeline.cli import main
 from pipeline.config import ConfigError, load_job
+from pipeline.manifest import prompt_templates_hash
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +59,9 @@ def test_a_plugin_benchmark_and_method_run_end_to_end(plugin_sweep: Path) -> Non
                                         "list_extract(tool_calls, 1).name), ',' ORDER BY step) FROM {T} "
                                         "WHERE method = 'last_n' AND task_id = 't2' GROUP BY request ORDER BY request")
     assert steps == [(1, "lookup,tac"), (2, "lookup,submit"), (3, "lookup,lwo")]
+    manifest = json.loads((plugin_sweep / "manifest.json").read_text())
+    assert manifest["job"]["plugins"] == ["tests.plugins.tiny"]
+    assert manifest["prompt_templates_sha256"] == prompt_templates_hash() and len(prompt_templates_hash()) == 64
 
 
 def test_the_method_records_what_it_declared(plugin_sweep: Path) -> None:
@@ -167,3 +171,11 @@ def test_a_methods_own_model_and_embeddings_are_recorded_and_counted(ray_local, 
     prompt = rows(sweep, "messages", "SELECT prompt_json FROM {T} WHERE caller = 'memory' AND task_id = 't1' "
                                      "AND request = 1")[0][0]
     assert "note: Q1: What is the capital of France? -> Paris" in prompt  # the benchmark's entry
+
+
+def test_show_prints_a_plugin_episode(plugin_sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [(episode,)] = rows(plugin_sweep, "episodes", "SELECT episode_id FROM {T} WHERE method = 'last_n' AND task_id = 't2'")
+    assert main(["show", episode[:10], "--runs", str(plugin_sweep)]) == 0
+    out = capsys.readouterr().out
+    assert "(exact match; correct 3, exact 1, requests 3)" in out
+    assert "requests graded: 1✓ 2✓ 3✓ (3/3 correct)" in out and "method records: 3 retrieval, 6 window" in out
