@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict
 
@@ -46,11 +46,18 @@ class CallLog:
         self.clock: StepClock | None = None
         self._seq = itertools.count()
 
-    def chat(self, policy: Policy, caller: Role, *, in_step: bool) -> RecordingPolicy:
-        return RecordingPolicy(policy, caller, self, in_step)
+    @overload
+    def chat(self, policy: Policy, caller: Role, *, in_step: bool) -> RecordingPolicy: ...
 
-    def embedder(self, embedder: Embedder) -> RecordingEmbedder:
-        return RecordingEmbedder(embedder, self)
+    @overload
+    def chat(self, policy: None, caller: Role, *, in_step: bool) -> None: ...
+
+    def chat(self, policy: Policy | None, caller: Role, *, in_step: bool) -> RecordingPolicy | None:
+        """``policy`` recorded as ``caller`` (``None`` stays ``None``: an absent role)."""
+        return RecordingPolicy(policy, caller, self, in_step) if policy is not None else None
+
+    def embedder(self, embedder: Embedder | None) -> RecordingEmbedder | None:
+        return RecordingEmbedder(embedder, self) if embedder is not None else None
 
     def add(self, caller: Role, in_step: bool, prompt: Any, completion: str, usage: TokenUsage, latency_s: float,
             served_model: str | None, served_by: str | None) -> None:

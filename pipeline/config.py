@@ -166,10 +166,18 @@ class JobConfig(Strict):
 _rebuild_job_model = rebuild_when_changed(JobConfig, BENCHMARKS, METHODS, DEPLOYMENT_KINDS)
 
 
-def parse_job(data: Any, *, plugins: list[str] | None = None) -> JobConfig:
-    """A job from a mapping (as read from YAML), after importing the plug-ins it names."""
-    load_plugins(plugins if plugins is not None else (data.get("plugins") or [] if isinstance(data, dict) else []))
+def _load_plugins_of(data: dict[str, Any], where: str) -> None:
+    """Import the plug-ins a job names, so that the unions of its models know them."""
+    plugins = data.get("plugins") or []
+    if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
+        raise ConfigError(f"{where}: plugins: a list of Python module names")
+    load_plugins(plugins)
     _rebuild_job_model()
+
+
+def parse_job(data: dict[str, Any]) -> JobConfig:
+    """A job from a mapping (a manifest's resolved job, say), after importing the plug-ins it names."""
+    _load_plugins_of(data, "job")
     return JobConfig.model_validate(data)
 
 
@@ -179,11 +187,7 @@ def load_job(path: Path | str) -> JobConfig:
     data, node = load_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a job file is a YAML mapping (name:, benchmarks:, methods:, ...)")
-    plugins = data.get("plugins") or []
-    if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
-        raise ConfigError(f"{path}: plugins: a list of Python module names")
-    load_plugins(plugins)
-    _rebuild_job_model()
+    _load_plugins_of(data, str(path))
     job = validate(JobConfig, data, path, node)
     assert isinstance(job, JobConfig)
     return job

@@ -74,24 +74,21 @@ async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: 
     uses = METHODS.get(spec.cell.method.name).uses
     log = CallLog()
     method_callers = MethodCallers(
-        memory=log.chat(callers.memory, "memory", in_step=True)
-        if Capability.MEMORY_MODEL in uses and callers.memory is not None else None,
-        embeddings=log.embedder(callers.embeddings)
-        if Capability.EMBEDDINGS in uses and callers.embeddings is not None else None,
+        memory=log.chat(callers.memory, "memory", in_step=True) if Capability.MEMORY_MODEL in uses else None,
+        embeddings=log.embedder(callers.embeddings) if Capability.EMBEDDINGS in uses else None,
     )
     session = new_session(spec.cell.method, benchmark.task_prompt(cell, spec.task_id),
                           benchmark.tool_names(cell, spec.task_id), method_callers)
     log.clock = session.clock
     scripted = frozenset(role for role in ("user_simulator", "judge") if getattr(spec, role) == "scripted")
+    judge = log.chat(callers.judge, "judge", in_step=False)
     env = await benchmark.environment(cell, spec.task_id, RoleCallers(
-        user_simulator=_recorded(log, callers.user_simulator, "user_simulator"),
-        judge=_recorded(log, callers.judge, "judge"),
-        tool_model=log.chat(callers.tool_model, "tool_model", in_step=True) if callers.tool_model else None,
-        scripted=scripted,
+        user_simulator=log.chat(callers.user_simulator, "user_simulator", in_step=False), judge=judge,
+        tool_model=log.chat(callers.tool_model, "tool_model", in_step=True), scripted=scripted,
     ))
     result = await run_episode(session, log.chat(callers.agent, "agent", in_step=True), env, limits=limits)
     record = EpisodeRecord(transcript=env.transcript, termination=result.termination)
-    grade, error = await grade_episode(cell, spec.task_id, record, _recorded(log, callers.judge, "judge"))
+    grade, error = await grade_episode(cell, spec.task_id, record, judge)
     return EpisodeOutcome(
         spec=spec, result=result, transcript=env.transcript, grade=grade, grading_error=error, calls=log.calls,
         started_at=started, finished_at=datetime.now(UTC), duration_s=time.perf_counter() - clock,
@@ -108,7 +105,3 @@ async def grade_episode(cell: BenchmarkCell, task_id: str, record: EpisodeRecord
         raise
     except GradingError as exc:
         return None, str(exc)
-
-
-def _recorded(log: CallLog, policy: Policy | None, caller: str) -> Policy | None:
-    return log.chat(policy, caller, in_step=False) if policy is not None else None  # type: ignore[arg-type]

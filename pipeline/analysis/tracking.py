@@ -178,8 +178,9 @@ def cell_metrics(con: Any, baseline: str | None) -> dict[tuple[str, ...], dict[s
         for row in query_rows(con, "delta_vs_baseline", baseline=baseline):
             key, name = tuple(row[k] for k in CELL_KEYS), row["metric"]
             put(key, f"vs_baseline.d_{name}{'_pct' if name == 'tokens' else ''}", row["delta"])
-            put(key, f"vs_baseline.{name}", row["value"])
-            put(key, f"vs_baseline.baseline_{name}", row["baseline_value"])
+            value = "tokens_per_episode" if name == "tokens" else name  # mean #Tok per episode
+            put(key, f"vs_baseline.{value}", row["value"])
+            put(key, f"vs_baseline.baseline_{value}", row["baseline_value"])
             if name == "pass_rate" or name == "tokens":
                 put(key, "vs_baseline.tasks", row["tasks"])
                 put(key, "vs_baseline.method_episodes", row["method_episodes"])
