@@ -2,7 +2,9 @@
 
 The method as a pure library: typed state nodes (:mod:`flowstate.state`), the Persistent State
 Repository and its index (:mod:`flowstate.repository`), the execution rules
-(:mod:`flowstate.rules`), ISU/PSA/Persist (:mod:`flowstate.runtime`), the output protocol
+(:mod:`flowstate.rules`), the paper's operations by name — Validate_upd and Commit (ISU),
+Validate_acc and Disclose (PSA), Persist and Index (:mod:`flowstate.operations`) — and the runtime
+that holds the state between them (:mod:`flowstate.runtime`), the output protocol
 (:mod:`flowstate.protocol`), the prompt templates (:mod:`flowstate.prompts`), the methods behind
 one session interface and registered by name (:mod:`flowstate.methods`) and Algorithm 1
 (:mod:`flowstate.loop`). No Ray, no MLflow, no files: JSON in, JSON out.
@@ -28,6 +30,17 @@ from flowstate.methods import (
     register_method,
     render_trajectory,
 )
+from flowstate.operations import (
+    AccessValidation,
+    ActiveState,
+    UpdateValidation,
+    commit,
+    disclose,
+    index,
+    persist,
+    validate_acc,
+    validate_upd,
+)
 from flowstate.prompts import TaskPrompt
 from flowstate.protocol import ParsedOutput, ProtocolMode, parse_output, protocol_schema
 from flowstate.records import MethodRecord, ModelExchange, RequestOutcome, RequestStart, StepClock, StepRecord
@@ -51,14 +64,16 @@ from flowstate.state import (
 from flowstate.trace import Trace, replay_trace
 
 __all__ = [
-    "METHODS", "AddOp", "Capability", "ChatMessage", "Completion", "ContextOverflowError", "DeltaOp", "Embedder",
+    # the paper's operations (§2.2-2.3, Algorithm 1): ISU = validate_upd + commit, PSA = validate_acc + disclose
+    "validate_upd", "commit", "validate_acc", "disclose", "persist", "index",
+    "METHODS", "AccessValidation", "ActiveState", "AddOp", "Capability", "ChatMessage", "Completion", "ContextOverflowError", "DeltaOp", "Embedder",
     "Embeddings", "Environment", "EpisodeResult", "FlowStateOptions", "FlowStateRuntime", "FlowStateSession",
     "FocusRequest", "FullContextOptions", "FullContextSession", "IndexEntry", "LoopLimits", "MethodCallers",
     "MethodOptions", "MethodPlugin", "MethodRecord", "MethodSession", "ModelExchange", "Observation", "Origin",
     "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref", "Registry", "Rejection", "RelationType", "RemoveOp",
     "Repository", "RepositoryExport", "RequestEnd", "RequestOutcome", "RequestRecord", "RequestStart", "StateNode",
     "StateType", "StepClock", "StepEffects", "StepRecord", "StepRunner", "TaskPrompt", "TokenUsage", "ToolCall",
-    "ToolResult", "Trace", "UnknownPluginError", "UpdateOp", "estimate_tokens", "method_options", "method_plugin",
+    "ToolResult", "Trace", "UnknownPluginError", "UpdateOp", "UpdateValidation", "estimate_tokens", "method_options", "method_plugin",
     "new_session", "observation_id", "parse_output", "protocol_schema", "register_method", "render_trajectory",
     "replay_trace", "run_episode",
 ]

@@ -53,6 +53,21 @@ class StepRecord(StepEffects):
     def observation_chars(self) -> int | None:
         return None if self.observation is None else len(self.observation)
 
+    def as_json(self) -> dict[str, Any]:
+        """The record as JSON values, in one shape for every reader (the step table, trace replay):
+        ops and calls in full, rejections with their reason codes, the observation by id and size."""
+        rejection = {"operation", "state_id", "reason", "detail"}
+        data = self.model_dump(mode="json", exclude={"observation", "observation_summary", "accepted_ops",
+                                                     "rejected_ops", "focus_rejected", "tool_calls"})
+        return {
+            **data,
+            "accepted_ops": [op.model_dump(mode="json") for op in self.accepted_ops],
+            "rejected_ops": [r.model_dump(mode="json", include=rejection) for r in self.rejected_ops],
+            "focus_rejected": [r.model_dump(mode="json", include=rejection) for r in self.focus_rejected],
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls],
+            "observation_chars": self.observation_chars,
+        }
+
 
 class ModelExchange(BaseModel):
     """The full prompt and completion of one step (kept apart: the step table stays small)."""

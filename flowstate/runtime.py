@@ -1,7 +1,8 @@
-"""The FlowState runtime for one episode: Active State, ISU commit, PSA disclosure, Persist.
+"""The FlowState runtime for one episode: the state between steps, edited through the paper's operations.
 
 This is Algorithm 1 without the model and the environment: it receives already-parsed model
-proposals and observations, and maintains M_k, G_k and S_k,t.
+proposals and observations, keeps M_k, G_k and S_k,t, and applies ISU, PSA, Persist and Index
+(:mod:`flowstate.operations`) to them.
 """
 
 from __future__ import annotations
@@ -9,34 +10,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence, Set
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from flowstate.repository import IndexEntry, Repository, RequestRecord
-from flowstate.rules import Reason, Rejection, check_access, check_delta_op
-from flowstate.state import (
-    AddOp,
-    DeltaOp,
-    FocusRequest,
-    Origin,
-    RemoveOp,
-    StateNode,
-    StateType,
-    UpdateOp,
-    is_observation_id,
-    observation_id,
+from flowstate.operations import (
+    ActiveState,
+    Observation,
+    commit,
+    disclose,
+    index,
+    persist,
+    validate_acc,
+    validate_upd,
 )
+from flowstate.repository import IndexEntry, Repository, RequestRecord
+from flowstate.rules import Rejection
+from flowstate.state import DeltaOp, Origin, StateNode, observation_id
 
-_DELTA_OP = TypeAdapter(DeltaOp)
-
-
-class Observation(BaseModel):
-    """A raw tool observation of the current request, referencable as evidence by its id."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    obs_id: str
-    content: str
-    summary: str
+__all__ = ["FlowStateRuntime", "Observation", "StepEffects"]
 
 
 class StepEffects(BaseModel):
@@ -79,9 +69,7 @@ class FlowStateRuntime:
         if self._request is not None:
             raise RuntimeError("begin_request called twice without end_request")
         self._request = RequestRecord(query_id=len(self.repository.requests) + 1, query=query)
-        self._current.clear()
-        self._disclosed.clear()
-        self._observations.clear()
+        self._reset()
 
     def add_observation(self, step: int, content: str, summary: str = "") -> Observation:
         """Register what step ``step`` of the current request returned, under ``obs_{k}_{t}``."""
@@ -94,7 +82,7 @@ class FlowStateRuntime:
         return obs
 
     def end_request(self, rule_nodes: Sequence[StateNode] = ()) -> None:
-        """Persist (eq. 4): retained states, the observations they reference, then re-index.
+        """Persist (eq. 4) the current request's retained states and the observations they reference.
 
         ``rule_nodes`` are nodes a method's rule makes at the end of the request (origin ``rule``,
         this request as their source); they are persisted like retained states.
@@ -105,117 +93,38 @@ class FlowStateRuntime:
                 raise ValueError(f"rule node {node.state_id!r} needs origin 'rule' and source_request {request.query_id}")
             if node.state_id in self._current or node.state_id in self.repository:
                 raise ValueError(f"rule node {node.state_id!r} reuses an existing state id")
-        retained = [*self._current.values(), *rule_nodes]
-        kept_obs: dict[str, Observation] = {}
-        for node in retained:
-            for ref in node.refs:
-                if ref.state_id in self._observations:
-                    kept_obs[ref.state_id] = self._observations[ref.state_id]
-        exists = {n.state_id for n in retained} | set(kept_obs)
-
-        def resolves(target: str) -> bool:
-            return target in exists or target in self.repository
-
-        nodes = [
-            node.model_copy(update={"refs": tuple(r for r in node.refs if resolves(r.state_id))})
-            if not all(resolves(r.state_id) for r in node.refs)
-            else node
-            for node in retained
-        ]
-        nodes += [
-            StateNode(
-                state_id=obs.obs_id,
-                type=StateType.KNOWLEDGE,
-                summary=obs.summary,
-                value=obs.content,
-                source_request=request.query_id,
-                origin=Origin.TOOL,
-            )
-            for obs in sorted(kept_obs.values(), key=lambda o: _obs_order(o.obs_id))
-        ]
-        self.repository.persist(request, nodes)
+        persist(self.repository, request, [*self._current.values(), *rule_nodes], self._observations)
         self._request = None
-        self._current.clear()
-        self._disclosed.clear()
-        self._observations.clear()
+        self._reset()
 
-    # -- ISU + PSA for one model output --------------------------------------------------
+    # -- one step: ISU and PSA -------------------------------------------------------------
     def apply(self, delta: Sequence[Any], focus: Sequence[Any]) -> StepEffects:
         """Validate and apply one step's proposals (Algorithm 1, lines 10-13).
 
-        Accesses are validated against S_k,t before the delta is committed; the ops of the
-        delta are validated and committed in order. Malformed items are rejected, never raised.
+        Both halves are validated against S_k,t as the step found it; then ISU commits the delta
+        (S⁺_k,t) and PSA discloses what was accessed (S_k,t+1). Malformed items are rejected, never raised.
         """
-        self._require_request()
-        effects = StepEffects()
-        to_disclose: list[str] = []
-        for raw in focus:
-            try:
-                request = FocusRequest.model_validate({"target_id": raw} if isinstance(raw, str) else raw)
-            except ValidationError as exc:
-                effects.focus_rejected.append(_malformed("focus", raw, "target_id", exc))
-                continue
-            effects.focus_requested.append(request.target_id)
-            rejection = check_access(request.target_id, self)
-            if rejection is not None:
-                effects.focus_rejected.append(rejection)
-                continue
-            effects.focus_accepted.append(request.target_id)
-            if not self.is_visible(request.target_id) and request.target_id not in to_disclose:
-                to_disclose.append(request.target_id)
-        for raw in delta:
-            try:
-                op = _DELTA_OP.validate_python(raw)
-            except ValidationError as exc:
-                effects.rejected_ops.append(_malformed(_op_name(raw), raw, "state_id", exc))
-                continue
-            rejection = check_delta_op(op, self)
-            if rejection is not None:
-                effects.rejected_ops.append(rejection)
-                continue
-            self._commit(op)
-            effects.accepted_ops.append(op)
-        for state_id in to_disclose:
-            node = self._historical(state_id)
-            self._disclosed[state_id] = node
-            effects.disclosed.append(state_id)
-            effects.disclosed_from.append(node.source_request)
-        return effects
-
-    def _commit(self, op: DeltaOp) -> None:
         request = self._require_request()
-        if isinstance(op, AddOp):
-            self._current[op.state_id] = StateNode(
-                state_id=op.state_id,
-                type=op.state_set,
-                summary=op.summary,
-                value=op.value,
-                refs=op.refs,
-                source_request=request.query_id,
-            )
-        elif isinstance(op, UpdateOp):
-            self._current[op.state_id] = self._current[op.state_id].model_copy(update=op.changes())
-        elif isinstance(op, RemoveOp):
-            del self._current[op.state_id]
-
-    def _historical(self, state_id: str) -> StateNode:
-        """Content to disclose: a repository node, or a current-request observation as knowledge."""
-        node = self.repository.get(state_id)
-        if node is not None:
-            return node
-        obs = self._observations[state_id]
-        return StateNode(
-            state_id=obs.obs_id,
-            type=StateType.KNOWLEDGE,
-            summary=obs.summary,
-            value=obs.content,
-            source_request=self.request_index,
-            origin=Origin.TOOL,
+        state = self.state()
+        access = validate_acc(focus, state)  # PSA: Validate_acc
+        update = validate_upd(delta, state)  # ISU: Validate_upd
+        self._current = commit(self._current, update.accepted, request.query_id)  # ISU: Commit
+        revealed = disclose(state, access.to_disclose)  # PSA: Disclose
+        self._disclosed.update(revealed)
+        return StepEffects(
+            accepted_ops=update.accepted, rejected_ops=update.rejected, focus_requested=access.requested,
+            focus_accepted=access.accepted, focus_rejected=access.rejected, disclosed=list(revealed),
+            disclosed_from=[node.source_request for node in revealed.values()],
         )
 
-    # -- RuleView --------------------------------------------------------------------------
+    def state(self) -> ActiveState:
+        """S_k,t as it stands (with M_k and the request's observations, which the rules consult)."""
+        return ActiveState(request=self.request_index, repository=self.repository, current=self._current,
+                           disclosed=self._disclosed, observations=self._observations)
+
+    # -- RuleView (for callers that check a rule against the live state) -------------------
     def is_visible(self, state_id: str) -> bool:
-        return state_id in self._current or state_id in self._disclosed
+        return self.state().is_visible(state_id)
 
     def is_current(self, state_id: str) -> bool:
         return state_id in self._current
@@ -230,51 +139,25 @@ class FlowStateRuntime:
         return state_id in self._observations
 
     def tool_refs(self) -> Set[str]:
-        return {
-            ref.state_id
-            for node in self.active_nodes()
-            for ref in node.refs
-            if is_observation_id(ref.state_id)
-            and (ref.state_id in self.repository or ref.state_id in self._observations)
-        }
+        return self.state().tool_refs()
 
     # -- views for serialization -----------------------------------------------------------
     def active_nodes(self) -> Iterable[StateNode]:
         """S_k,t in a stable order: disclosed historical states first, then current ones."""
-        yield from self._disclosed.values()
-        yield from self._current.values()
+        return self.state().nodes()
 
     def active_size(self) -> int:
         return len(self._current) + len(self._disclosed)
 
     def index(self) -> tuple[IndexEntry, ...]:
-        return self.repository.index()
+        return index(self.repository)
+
+    def _reset(self) -> None:
+        self._current = {}
+        self._disclosed = {}
+        self._observations = {}
 
     def _require_request(self) -> RequestRecord:
         if self._request is None:
             raise RuntimeError("no request in progress: call begin_request first")
         return self._request
-
-
-def _obs_order(obs_id: str) -> tuple[int, int]:
-    _, k, t = obs_id.split("_")
-    return int(k), int(t)
-
-
-def _op_name(raw: Any) -> str:
-    if isinstance(raw, dict) and isinstance(raw.get("operation"), str):
-        return raw["operation"]
-    return "unknown"
-
-
-def _malformed(operation: str, raw: Any, id_field: str, exc: ValidationError) -> Rejection:
-    state_id = raw.get(id_field) if isinstance(raw, dict) else None
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'item'}: {err['msg']}" for err in exc.errors()
-    )
-    return Rejection(
-        operation=operation,
-        state_id=state_id if isinstance(state_id, str) else "",
-        reason=Reason.MALFORMED,
-        detail=f"malformed {operation}: {problems}",
-    )

@@ -82,18 +82,12 @@ async def _replay(trace: Trace) -> dict[str, Any]:
     }
 
 
+# What a replay shows of each step: what ISU, PSA and the protocol made of it (no model-call figures).
+REPLAY_FIELDS = ("request", "step", "accepted_ops", "rejected_ops", "focus_requested", "focus_accepted",
+                 "focus_rejected", "disclosed", "disclosed_from", "tool_calls", "observation_id", "assistant_message",
+                 "parse_errors", "protocol_warnings")
+
+
 def _step_json(record: StepRecord) -> dict[str, Any]:
-    return {
-        "request": record.request,
-        "step": record.step,
-        "accepted_ops": [{"operation": op.operation, "state_id": op.state_id} for op in record.accepted_ops],
-        "rejected_ops": [r.model_dump(mode="json", include={"operation", "state_id", "reason", "detail"}) for r in record.rejected_ops],
-        "focus_accepted": record.focus_accepted,
-        "focus_rejected": [r.model_dump(mode="json", include={"state_id", "reason", "detail"}) for r in record.focus_rejected],
-        "disclosed": record.disclosed,
-        "tool_calls": [c.model_dump(mode="json", include={"name", "arguments"}) for c in record.tool_calls],
-        "observation_id": record.observation_id,
-        "assistant_message": record.assistant_message,
-        "parse_error": "; ".join(record.parse_errors) or None,
-        "protocol_warnings": record.protocol_warnings,
-    }
+    data = record.as_json()
+    return {name: data[name] for name in REPLAY_FIELDS}

@@ -46,7 +46,7 @@ def _run(args: argparse.Namespace) -> int:
     from pipeline.data import BenchmarkDataError
     from pipeline.launch import run_sweep
     from pipeline.plugins import PluginError
-    from pipeline.runner import request_stop
+    from pipeline.dispatch import request_stop
     from pipeline.yaml_errors import ConfigError
 
     # Ctrl-C and SIGTERM (a scheduler, `kill`) stop cleanly: finished episodes kept, servers stopped.

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.atomic import write_json_atomic
 from pipeline.data import default_data_dir
 
 
@@ -17,10 +18,7 @@ class CliError(Exception):
 
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically: a crash never leaves a half-written output file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_json_atomic(path, data)
 
 
 def read_json(path: Path) -> Any:

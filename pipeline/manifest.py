@@ -1,4 +1,5 @@
-"""The manifest of a sweep: resolved job, versions, data checksums, and a log of runs."""
+"""The manifest of a sweep: resolved job, versions, data checksums, and a log of runs. The only writer
+of ``manifest.json``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pipeline.atomic import write_json_atomic
 from pipeline.sweep import Sweep
 
 MANIFEST = "manifest.json"
@@ -81,8 +83,14 @@ def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments
         "mlflow_run_id": previous.get("mlflow_run_id"),
         "runs": previous.get("runs", []) + ([run] if run else []),
     }
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    tmp = sweep_dir / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, default=str))
-    tmp.replace(sweep_dir / MANIFEST)
+    write_json_atomic(sweep_dir / MANIFEST, manifest)
     return manifest
+
+
+def record_mlflow_run(sweep_dir: Path, run_id: str) -> None:
+    """Remember the sweep's MLflow parent run, so that re-logging finds it (no manifest: nothing to do)."""
+    manifest = read_manifest(sweep_dir)
+    if manifest is None or manifest.get("mlflow_run_id") == run_id:
+        return
+    manifest["mlflow_run_id"] = run_id
+    write_json_atomic(sweep_dir / MANIFEST, manifest)

@@ -42,7 +42,7 @@ from pipeline.analysis.formats import to_csv, to_markdown
 from pipeline.analysis.query import connect, list_queries, load_query, query_rows, query_table
 from pipeline.analysis.report import job_baseline, resolve_baseline, write_report
 from pipeline.analysis.traces import CELL_TAG, EPISODE_TAG, episode_rows, log_episode_trace
-from pipeline.manifest import MANIFEST, read_manifest
+from pipeline.manifest import MANIFEST, read_manifest, record_mlflow_run
 
 SWEEP_TAG = "flowstate.sweep_id"
 PARENT_TAG = "mlflow.parentRunId"
@@ -89,16 +89,6 @@ def _tracking_uri(uri: str | None) -> Iterator[str]:
 def _experiment_id(client: MlflowClient, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     return experiment.experiment_id if experiment else client.create_experiment(name)
-
-
-def _save_run_id(sweep_dir: Path, run_id: str) -> None:
-    manifest = read_manifest(sweep_dir)
-    if manifest is None or manifest.get("mlflow_run_id") == run_id:
-        return
-    manifest["mlflow_run_id"] = run_id
-    tmp = sweep_dir / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, default=str))
-    tmp.replace(sweep_dir / MANIFEST)
 
 
 def _parent_run(client: MlflowClient, experiment_id: str, sweep_id: str, known: str | None) -> Run:
@@ -270,7 +260,7 @@ def log_sweep(sweep_dir: Path | str, *, experiment: str | None = None, tracking_
         experiment_id = _experiment_id(client, experiment)
         parent = _parent_run(client, experiment_id, manifest["sweep_id"], manifest.get("mlflow_run_id"))
         parent_id = parent.info.run_id
-        _save_run_id(sweep_dir, parent_id)
+        record_mlflow_run(sweep_dir, parent_id)
         _log_new(client, parent, sweep_params(manifest), {}, 0)
         client.set_tag(parent_id, "flowstate.parquet_path", str(sweep_dir.resolve()))
         client.set_tag(parent_id, "flowstate.code_version", str(manifest.get("code_version")))

@@ -38,26 +38,18 @@ def _sum(values: list[int | None]) -> int | None:
 
 
 def step_row(ids: dict[str, Any], s: StepRecord, memory: list[ModelCall]) -> dict[str, Any]:
-    rejection = ("operation", "state_id", "reason", "detail")
+    """The step table's row: the record's JSON (:meth:`StepRecord.as_json`), flattened for Parquet."""
+    data = s.as_json()
+    proposed, accepted, calls = data.pop("proposed_ops"), data.pop("accepted_ops"), data.pop("tool_calls")
+    for unstored in ("served_model", "served_by"):  # in the messages table
+        data.pop(unstored)
     return {
-        **ids,
-        "request": s.request, "step": s.step, "query": s.query,
-        "n_proposed_ops": len(s.proposed_ops), "proposed_ops_json": _json(s.proposed_ops),
-        "accepted_ops": [{"operation": op.operation, "state_id": op.state_id} for op in s.accepted_ops],
-        "accepted_ops_json": _json([op.model_dump(mode="json") for op in s.accepted_ops]),
-        "rejected_ops": [r.model_dump(mode="json", include=set(rejection)) for r in s.rejected_ops],
-        "focus_requested": s.focus_requested, "focus_accepted": s.focus_accepted,
-        "focus_rejected": [r.model_dump(mode="json", include=set(rejection)) for r in s.focus_rejected],
-        "disclosed": s.disclosed, "disclosed_from": s.disclosed_from,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments_json": _json(c.arguments)} for c in s.tool_calls],
-        "n_tool_calls": len(s.tool_calls), "tool_errors": s.tool_errors,
-        "observation_id": s.observation_id, "observation_chars": s.observation_chars,
-        "assistant_message": s.assistant_message,
-        "parse_errors": s.parse_errors, "n_parse_errors": len(s.parse_errors), "protocol_warnings": s.protocol_warnings,
-        "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-        "cached_tokens": s.cached_tokens, "cached_tokens_estimate": s.cached_tokens_estimate,
-        "latency_s": s.latency_s, "finish_reason": s.finish_reason, "prompt_chars": s.prompt_chars,
-        "active_nodes": s.active_nodes, "active_state_tokens": s.active_state_tokens, "index_states": s.index_states,
+        **ids, **data,
+        "n_proposed_ops": len(proposed), "proposed_ops_json": _json(proposed),
+        "accepted_ops": [{"operation": op["operation"], "state_id": op["state_id"]} for op in accepted],
+        "accepted_ops_json": _json(accepted),
+        "tool_calls": [{"id": c["id"], "name": c["name"], "arguments_json": _json(c["arguments"])} for c in calls],
+        "n_tool_calls": len(calls), "n_parse_errors": len(data["parse_errors"]),
         "memory_calls": len(memory),
         "memory_prompt_tokens": _sum([c.usage.prompt_tokens for c in memory]),
         "memory_completion_tokens": _sum([c.usage.completion_tokens for c in memory]),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.atomic import write_atomic
 from pipeline.store.schema import SCHEMAS
 
 ANALYSIS_SCHEMAS: dict[str, pa.Schema] = SCHEMAS
@@ -28,8 +28,5 @@ def anchor_file(table: str) -> Path:
     digest = hashlib.sha256(schema.serialize().to_pybytes()).hexdigest()[:16]
     path = Path(tempfile.gettempdir()) / "flowstate-schemas" / f"{table}-{digest}.parquet"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        pq.write_table(schema.empty_table(), tmp)
-        os.replace(tmp, path)
+        write_atomic(path, lambda tmp: pq.write_table(schema.empty_table(), tmp))
     return path

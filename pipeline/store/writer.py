@@ -9,7 +9,6 @@ overwritten, not duplicated).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.atomic import write_atomic
 from pipeline.store.schema import SCHEMAS
 
 # Order matters: "episodes" last (see module docstring).
@@ -40,14 +40,7 @@ LARGE_FILE_OPTIONS: Mapping[str, Any] = {"compression": "zstd"}
 
 def write_parquet_atomic(path: Path, table: pa.Table, options: Mapping[str, Any] = LARGE_FILE_OPTIONS) -> None:
     """Write ``table`` to ``path`` via a hidden temporary file and an atomic rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        pq.write_table(table, tmp, **options)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda tmp: pq.write_table(table, tmp, **options))
 
 
 def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[str, Sequence[dict[str, Any]]]) -> None:

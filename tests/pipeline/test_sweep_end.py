@@ -13,6 +13,7 @@ from mlflow import MlflowClient
 from rich.console import Console
 
 from pipeline import launch
+from pipeline.finish import finish_sweep
 from pipeline.analysis.catalog import list_queries
 from pipeline.analysis.query import run_query
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
@@ -27,23 +28,23 @@ def answers(sweep_dir: Path) -> dict[str, list[dict]]:
 def test_compaction_changes_no_answer_and_a_rerun_starts_nothing(ray_local, tmp_path, monkeypatch) -> None:
     job = tmp_path / "compact-me.yaml"
     job.write_text(yaml.safe_dump({**SMALL_ORACLE_JOB, "name": "compact-me"}))
-    finish = launch._finish
-    monkeypatch.setattr(launch, "_finish", lambda result, console: None)
+    finish = launch.finish_sweep
+    monkeypatch.setattr(launch, "finish_sweep", lambda sweep_dir, console: (None, None, []))
     result = launch.run_sweep(job, out=tmp_path / "runs")
     assert result.completed == 8
     before = answers(result.sweep_dir)
     assert before["pass_rate"] and {r["pass_rate"] for r in before["pass_rate"]} == {1.0}
 
-    finish(result, Console())  # what the end of a sweep does: compact, then log to MLflow
-    assert result.finish_errors == []
+    run_id, _, errors = finish(result.sweep_dir, Console())  # what the end of a sweep does: compact, then log
+    assert errors == []
     files = list(result.sweep_dir.rglob("*.parquet"))
     assert files and all(f.name.startswith("part-") for f in files)
     assert answers(result.sweep_dir) == before
 
-    monkeypatch.setattr(launch, "_finish", finish)
+    monkeypatch.setattr(launch, "finish_sweep", finish)
     again = launch.run_sweep(job, out=tmp_path / "runs")
     assert (again.skipped, again.completed, again.failed) == (8, 0, 0)
-    assert again.mlflow_run_id == result.mlflow_run_id  # the sweep's parent run is reused
+    assert again.mlflow_run_id == run_id  # the sweep's parent run is reused
     assert answers(result.sweep_dir) == before
 
 
@@ -86,9 +87,7 @@ def test_a_tracking_store_that_fails_loses_nothing(oracle_sweep: Path, tmp_path,
     before = answers(sweep_dir)
     (tmp_path / "a-file").write_text("")  # a store MLflow cannot create: its folder is a file
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}")
-    result = launch.SweepResult(sweep_id=sweep_dir.name, sweep_dir=sweep_dir, episodes=8, skipped=0, completed=8,
-                                failed=0, grading_failed=0, interrupted=False, duration_s=1.0)
-    launch._finish(result, Console())
-    [error] = result.finish_errors
+    run_id, _, errors = finish_sweep(sweep_dir, Console())
+    [error] = errors
     assert error.startswith("MLflow logging failed") and f"flowstate track {sweep_dir}" in error
-    assert result.mlflow_run_id is None and answers(sweep_dir) == before
+    assert run_id is None and answers(sweep_dir) == before

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from pipeline.analysis.query import connect
+from pipeline.atomic import write_text_atomic
 from pipeline.benchmarks.taubench.data import DataDir, TauBenchDataError, load_parsed
 from pipeline.manifest import read_manifest
 from pipeline.store.files import NoResultsError, sweep_dirs
@@ -237,9 +238,6 @@ def export_tau2(runs_dir: Path | str, out_json: Path | str, *, data_dir: DataDir
         results = _cell_results(cell_episodes, transcript, manifests.get(sweep_id), data_dir)
         name = f"{sweep_id}.{label}" if several_sweeps else label
         path = out_json if len(cells) == 1 else out_json.with_name(f"{out_json.stem}.{name}.json")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(results.model_dump_json(indent=2), encoding="utf-8")
-        tmp.replace(path)
+        write_text_atomic(path, results.model_dump_json(indent=2))
         written.append(path)
     return written

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.atomic import write_bytes_atomic
 from pipeline.benchmarks.taubench.data import (
     DOMAINS,
     FETCH_COMMAND,
@@ -58,21 +58,6 @@ def _download(url: str, timeout: float) -> bytes:
         raise TauBenchDataError(f"Could not download {url}: {exc}") from exc
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
-    """Readers see the old file or the complete new one, never a partial download."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def _is_valid(path: Path, relative: str) -> bool:
     return path.is_file() and sha256_file(path) == SHA256[relative]
 
@@ -94,7 +79,7 @@ def _derive(domain: str, root: Path, base: str, timeout: float, report: FetchRep
         data = derive_tools_json(domain, read_source)
     finally:  # kept even when the derivation fails, to show what it was derived from
         for file, source in downloaded.items():
-            _write_atomically(root / SOURCES_DIR / domain / file, source)
+            write_bytes_atomic(root / SOURCES_DIR / domain / file, source, fsync=True)
             report.downloaded.append(f"{SOURCES_DIR}/{domain}/{file}")
     actual = hashlib.sha256(data).hexdigest()
     if actual != SHA256[relative]:
@@ -137,7 +122,7 @@ def fetch_taubench(
                 f"Downloaded {url} (for {relative}) has SHA-256 {actual}, expected {SHA256[relative]}: "
                 f"the server does not hold the pinned tau2-bench commit {UPSTREAM_COMMIT}."
             )
-        _write_atomically(target, data)
+        write_bytes_atomic(target, data, fsync=True)
         report.downloaded.append(relative)
     for domain in DOMAINS:
         relative = f"{domain}/tools.json"
@@ -160,5 +145,5 @@ def fetch_taubench(
             data = fallback.read_bytes()
             report.derived_copied.append(relative)
             report.derive_errors[relative] = str(exc)
-        _write_atomically(target, data)
+        write_bytes_atomic(target, data, fsync=True)
     return report

@@ -1,4 +1,4 @@
-"""The driver of a sweep: expand, resume, start models, dispatch episodes to actors, report.
+"""Phase 2 of ``flowstate run``: start the models, run the planned episodes on Ray actors, show progress.
 
 Episodes run in Ray actors (local ``ray.init()`` by default, a cluster through ``address``).
 The driver keeps at most ``execution.concurrency`` episodes in flight, retries an episode whose
@@ -23,12 +23,17 @@ import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from pipeline.actors import EpisodeActor, EpisodeSummary, Meter
+from rich.console import Console
+from rich.live import Live
+
 from flowstate import ProtocolMode
+from pipeline.actors import EpisodeActor, EpisodeSummary, Meter
 from pipeline.config import JobConfig
+from pipeline.data import DATA_ENV_VAR
 from pipeline.llm import verify_schema_enforcement
 from pipeline.llm.deployments import Deployment, ScriptedSpec, make_deployment
 from pipeline.manifest import code_version
+from pipeline.plan import Plan
 from pipeline.roles import aclose_caller
 from pipeline.store.rows import failure_rows
 from pipeline.store.writer import write_episode
@@ -85,6 +90,78 @@ class Progress:
             self.grading_failed += 1
         if summary.reward is not None:
             self.rewards.append(summary.reward)
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def status_line(p: Progress) -> str:
+    elapsed = time.monotonic() - p.started
+    rate = p.finished / elapsed if elapsed > 0 else 0.0
+    mean = f" · mean reward {sum(p.rewards) / len(p.rewards):.3f}" if p.rewards else ""
+    return (f"episodes {p.finished}/{p.todo} done ({p.completed} ok, {p.failed} failed, {p.grading_failed} ungraded"
+            f"{f', {p.retried} retries' if p.retried else ''}) · {p.running} running · {p.model_calls} model calls · "
+            f"{p.total_tokens:,} tokens · {rate * 3600:,.0f} episodes/h · ETA {_fmt_duration(p.eta_s())}{mean}")
+
+
+def dispatch(plan: Plan, *, address: str | None, console: Console,
+             on_started: Callable[[dict[str, Any]], None] = lambda described: None) -> tuple[Progress, bool]:
+    """Run the plan's episodes still to do; returns the progress and whether the user interrupted.
+    ``on_started`` receives the started deployments' descriptions (for the manifest)."""
+    progress = Progress(total=len(plan.sweep.episodes), skipped=len(plan.done))
+    todo = plan.todo
+    if not todo:
+        return progress, False
+    init_ray(address)
+    deployments = start_deployments(plan.sweep.job)
+    try:
+        check_schema_enforcement(plan.sweep.job, deployments)
+        on_started({name: d.describe() for name, d in deployments.items()})
+        progress.started = time.monotonic()  # rates count from the first dispatch, not from start-up
+        return progress, _with_status(plan, deployments, todo, progress, console)
+    finally:
+        stop_deployments(deployments)
+
+
+def init_ray(address: str | None) -> None:
+    if ray.is_initialized():
+        return
+    env = {k: os.environ[k] for k in (DATA_ENV_VAR,) if k in os.environ}
+    # A job's own plug-in modules next to it must import in the actors too (``plugins:``).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
+    ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
+             log_to_driver=False, runtime_env={"env_vars": env})
+
+
+def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: list[EpisodeSpec], progress: Progress,
+                 console: Console) -> bool:
+    """Run the episodes with a live status line; returns whether the user interrupted."""
+    last_print = [0.0]
+
+    def show(p: Progress) -> None:
+        if live is not None:
+            live.update(status_line(p))
+        elif time.monotonic() - last_print[0] >= 10:
+            last_print[0] = time.monotonic()
+            console.print(status_line(p))
+
+    live = Live(status_line(progress), console=console, refresh_per_second=2) if console.is_terminal else None
+    try:
+        if live is not None:
+            live.start()
+        Dispatcher(plan.sweep, plan.sweep_dir, deployments, progress, show).run(todo)
+        return False
+    except KeyboardInterrupt:
+        console.print("interrupted: finished episodes are kept; run the same command again to resume")
+        return True
+    finally:
+        if live is not None:
+            live.stop()
+        console.print(status_line(progress))
 
 
 def actor_count(job: JobConfig, pending: int) -> int:

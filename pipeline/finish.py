@@ -1,0 +1,37 @@
+"""Phase 3 of ``flowstate run``: compact the sweep's files, then log it to MLflow.
+
+Either may fail without losing anything: the Parquet files stay as they are and both steps can be
+run again on their own (``flowstate compact DIR``, ``flowstate track DIR``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+
+def finish_sweep(sweep_dir: Path, console: Console) -> tuple[str | None, str | None, list[str]]:
+    """Compact, then log; returns (MLflow parent run id, tracking URI, what failed and how to retry)."""
+    from pipeline.analysis.compact import compact
+    from pipeline.analysis.tracking import log_sweep
+
+    errors: list[str] = []
+    run_id = uri = None
+    try:
+        c = compact(sweep_dir)
+        console.print(f"compacted {c.files_merged} files into {c.parts_written} parts ({c.rows_written:,} rows) "
+                      f"in {c.duration_s:.1f}s")
+    except Exception as exc:  # noqa: BLE001 - reported, and the per-episode files are intact
+        errors.append(f"compaction failed ({exc}); run `flowstate compact {sweep_dir}` to retry")
+    try:
+        with console.status("logging to MLflow"):
+            t = log_sweep(sweep_dir)
+        run_id, uri = t.parent_run_id, t.tracking_uri
+        console.print(f"MLflow: run {t.parent_run_id} ({len(t.child_run_ids)} cells, {t.metrics_logged} metrics, "
+                      f"{t.traces_logged} traces) at {t.tracking_uri} in {t.duration_s:.1f}s")
+    except Exception as exc:  # noqa: BLE001 - e.g. a tracking server that is down; the results are on disk
+        errors.append(f"MLflow logging failed ({type(exc).__name__}: {exc}); run `flowstate track {sweep_dir}` to retry")
+    for error in errors:
+        console.print(f"[red]{error}[/red]")
+    return run_id, uri, errors

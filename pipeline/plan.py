@@ -1,0 +1,68 @@
+"""Phase 1 of ``flowstate run``: from a job file to the episodes still to run.
+
+Load and validate the job, expand it into cells and episodes with their content-hash ids, find the
+sweep's directory and what it already holds (resume), and, for a dry run, estimate the rest.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+from rich.table import Table
+
+from pipeline.config import load_job
+from pipeline.estimate import estimate
+from pipeline.store.reader import done_episodes
+from pipeline.sweep import EpisodeSpec, Sweep, expand
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    job_path: Path
+    sweep: Sweep
+    sweep_dir: Path
+    done: frozenset[str]
+    # Where --fresh moved earlier results of this sweep (None when nothing was moved).
+    moved_aside: Path | None = None
+
+    @property
+    def todo(self) -> list[EpisodeSpec]:
+        return [spec for spec in self.sweep.episodes if spec.episode_id not in self.done]
+
+
+def plan_sweep(job_path: Path, *, out: Path | None = None, fresh: bool = False) -> Plan:
+    """The sweep of a job file, and which of its episodes are already done in its directory."""
+    sweep = expand(load_job(job_path))
+    sweep_dir = (out or sweep.job.output_dir) / sweep.sweep_id
+    moved = _move_aside(sweep_dir) if fresh and sweep_dir.exists() else None
+    return Plan(job_path=job_path, sweep=sweep, sweep_dir=sweep_dir, done=frozenset(done_episodes(sweep_dir)),
+                moved_aside=moved)
+
+
+def plan_table(plan: Plan) -> Table:
+    """The dry run's table: per cell, episodes done and to run, estimated model calls and tokens."""
+    sweep, done = plan.sweep, set(plan.done)
+    table = Table(title=f"sweep {sweep.sweep_id} (dry run: nothing started)")
+    for column in ("cell", "episodes", "done", "to run", "model calls (est.)", "tokens (est.)", "estimate from"):
+        table.add_column(column, justify="left" if column in ("cell", "estimate from") else "right")
+    total_calls = total_tokens = 0.0
+    for e in estimate(sweep, plan.sweep_dir, done):
+        total_calls += e.model_calls
+        total_tokens += e.tokens
+        table.add_row(e.cell, str(e.episodes), str(e.done), str(e.episodes - e.done), f"{e.model_calls:,.0f}",
+                      f"{e.tokens:,.0f}", e.source)
+    todo = len(plan.todo)
+    table.add_row("total", str(len(sweep.episodes)), str(len(sweep.episodes) - todo), str(todo),
+                  f"{total_calls:,.0f}", f"{total_tokens:,.0f}", "", style="bold")
+    return table
+
+
+def _move_aside(sweep_dir: Path) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    target = sweep_dir.with_name(f"{sweep_dir.name}.replaced-{stamp}")
+    shutil.move(str(sweep_dir), target)
+    return target
