@@ -17,6 +17,7 @@ import platform
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from flowstate import (
     FlowStateOptions,
@@ -82,17 +83,20 @@ async def measure(nodes: int) -> dict[str, float]:
     texts = [_output(i) for i in range(STEPS_PER_REQUEST)]
     timings: dict[str, list[int]] = {"parse": [], "validate": [], "apply": [], "serialize": [], "step": []}
 
-    def timed(name: str, fn: Callable[[], object]) -> object:
+    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
         start = time.perf_counter_ns()
-        value = fn()
+        value = fn(*args)
         timings[name].append(time.perf_counter_ns() - start)
         return value
 
-    async def atimed(name: str, fn: Callable[[], Awaitable[object]]) -> object:
+    async def atimed(name: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         start = time.perf_counter_ns()
-        value = await fn()
+        value = await fn(*args)
         timings[name].append(time.perf_counter_ns() - start)
         return value
+
+    def validate(ops: list[Any], focus: list[Any], runtime: Any) -> object:
+        return [check_delta_op(op, runtime) for op in ops[:1]], [check_access(f["target_id"], runtime) for f in focus]
 
     rounds = max(1, REPEATS // STEPS_PER_REQUEST)
     for r in range(rounds):
@@ -103,13 +107,12 @@ async def measure(nodes: int) -> dict[str, float]:
         await session.begin_request(_start(len(repository.requests) + 1, f"bench {r}"))
         for i, text in enumerate(texts):
             start = time.perf_counter_ns()
-            parsed = timed("parse", lambda: parse_output(text))
+            parsed = timed("parse", parse_output, text)
             ops = [AddOp.model_validate(parsed.state_delta[0]), UpdateOp.model_validate(parsed.state_delta[1])]
-            timed("validate", lambda: ([check_delta_op(op, runtime) for op in ops[:1]],
-                                       [check_access(f["target_id"], runtime) for f in parsed.state_focus]))
-            await atimed("apply", lambda: session.apply(parsed))
+            timed("validate", validate, ops, parsed.state_focus, runtime)
+            await atimed("apply", session.apply, parsed)
             await session.add_observation(i + 1, '{"order_id": "#W1", "status": "pending"}', "raw")
-            await atimed("serialize", lambda: session.messages(None))
+            await atimed("serialize", session.messages, None)
             timings["step"].append(time.perf_counter_ns() - start)
     return {name: _median_us(values) for name, values in timings.items()}
 

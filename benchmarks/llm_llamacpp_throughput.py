@@ -15,9 +15,9 @@ import statistics
 import time
 
 import ray
+from machine import machine
 
 from flowstate.chat import ChatMessage
-from machine import machine
 from pipeline.llm import ChatClient, LlamaCppSpec, SamplingParams, make_deployment
 from pipeline.llm.deployments import ReplicatedDeployment
 

@@ -19,8 +19,9 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
-from flowstate.chat import ChatMessage
 from machine import machine
+
+from flowstate.chat import ChatMessage
 from pipeline.llm import ChatClient, ClientSettings
 from pipeline.llm.stub_server import RawConnection
 

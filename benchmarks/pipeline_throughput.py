@@ -160,7 +160,8 @@ def main() -> None:
         for concurrency in args.levels:
             r = level(concurrency, args.delay, folder, args.port)
             print(f"{concurrency:>9} {r['episodes']:>8} {r['calls']:>7} {r['calls_per_s']:>8.1f} {r['ideal']:>6.0f} "
-                  f"{r['fraction']:>8.0%} {r['episodes_per_hour']:>11,.0f}" + (f"  ({r['failed']} failed)" if r["failed"] else ""))
+                  f"{r['fraction']:>8.0%} {r['episodes_per_hour']:>11,.0f}"
+                  + (f"  ({r['failed']} failed)" if r["failed"] else ""))
 
 
 if __name__ == "__main__":

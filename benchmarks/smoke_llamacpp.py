@@ -19,7 +19,6 @@ from pathlib import Path
 
 import duckdb
 import yaml
-
 from machine import machine
 
 REPO = Path(__file__).resolve().parents[1]

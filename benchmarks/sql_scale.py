@@ -38,8 +38,8 @@ import pyarrow.parquet as pq
 from pipeline.analysis.compact import compact
 from pipeline.analysis.query import connect, list_queries, query_table
 from pipeline.store.files import PART_META_KEY, PART_PREFIX
-from pipeline.store.tables import ANALYSIS_SCHEMAS
 from pipeline.store.schema import SCHEMA_VERSION
+from pipeline.store.tables import ANALYSIS_SCHEMAS
 from pipeline.store.writer import SMALL_FILE_OPTIONS, write_parquet_atomic
 
 CELLS = [(d, m, a) for d in ("airline", "retail") for m in ("full_context", "flowstate", "flowstate-json")
@@ -172,7 +172,7 @@ class Cell:
             "success": pa.array(np.where(failed, None, reward == 1.0)), "graded": pa.array(~failed),
             "grading_basis": pa.array(["task: DB×COMMUNICATE"] * n),
             "metrics": pa.array([None if f else {"db": float(max(r, d)), "communicate": 1.0, "action": float(a)}
-                                 for f, r, d, a in zip(failed, reward, rng.random(n) < 0.2, rng.random(n) < 0.5)],
+                                 for f, r, d, a in zip(failed, reward, rng.random(n) < 0.2, rng.random(n) < 0.5, strict=True)],
                                 type=pa.map_(pa.string(), pa.float64())),
             "n_requests": pa.array(self.requests.astype(np.int32)), "n_steps": pa.array(self.steps.astype(np.int32)),
             "agent_prompt_tokens": per_episode["prompt_tokens_sum"],

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from flowstate.environment import ToolCall
 from pipeline.benchmarks.taubench import (
     ScriptedUser,
-    TauEpisode,
     Task,
+    TauEpisode,
     fresh_db,
     gold_db_hash,
     grade,

@@ -68,14 +68,16 @@ def check_delta_op(op: DeltaOp, view: RuleView) -> Rejection | None:
     sid = op.state_id
     if isinstance(op, AddOp):
         if is_observation_id(sid):
-            return _reject(op, Reason.RESERVED_ID, f"ids of the form obs_<k>_<t> are reserved for tool observations; choose another id than {sid!r}")
+            return _reject(op, Reason.RESERVED_ID, "ids of the form obs_<k>_<t> are reserved for tool observations; "
+                           f"choose another id than {sid!r}")
         if view.is_visible(sid) or view.in_repository(sid) or view.is_current_observation(sid):
             return _reject(op, Reason.ID_IN_USE, f"state id {sid!r} is already used in this episode; add needs a new id")
     elif isinstance(op, UpdateOp | RemoveOp):
         if not view.is_visible(sid):
             return _reject(op, Reason.NOT_IN_ACTIVE_STATE, f"{sid!r} is not in the Active State")
         if not view.is_current(sid):
-            return _reject(op, Reason.NOT_CURRENT_REQUEST, f"{sid!r} was not created in the current request and cannot be changed; add a new state that refs it")
+            return _reject(op, Reason.NOT_CURRENT_REQUEST, f"{sid!r} was not created in the current request and cannot "
+                           "be changed; add a new state that refs it")
     refs = op.refs if isinstance(op, AddOp | UpdateOp) else None
     for ref in refs or ():
         rejection = _check_ref(op, ref, view)
@@ -95,7 +97,8 @@ def _check_ref(op: DeltaOp, ref: Ref, view: RuleView) -> Rejection | None:
         or target in view.tool_refs()
     )
     if not known:
-        return _reject(op, Reason.UNKNOWN_REF, f"ref target {target!r} is not a visible state, an index entry or an available observation id")
+        return _reject(op, Reason.UNKNOWN_REF, f"ref target {target!r} is not a visible state, an index entry or an "
+                       "available observation id")
     return None
 
 

@@ -13,8 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowstate.chat import Completion
-from flowstate.environment import ToolResult
-from flowstate.environment import RequestEnd
+from flowstate.environment import RequestEnd, ToolResult
 from flowstate.loop import StepRunner
 from flowstate.methods import FlowStateOptions, FlowStateSession
 from flowstate.prompts import TaskPrompt

@@ -44,9 +44,9 @@ def _run(args: argparse.Namespace) -> int:
 
     from flowstate import UnknownPluginError
     from pipeline.data import BenchmarkDataError
+    from pipeline.dispatch import request_stop
     from pipeline.launch import run_sweep
     from pipeline.plugins import PluginError
-    from pipeline.dispatch import request_stop
     from pipeline.yaml_errors import ConfigError
 
     # Ctrl-C and SIGTERM (a scheduler, `kill`) stop cleanly: finished episodes kept, servers stopped.
@@ -154,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                      export=export.add_subparsers(dest="export_format", required=True))
     _add_plugin_commands(hooks)
 
-    trace = commands.add_parser("trace", help="work with recorded model outputs").add_subparsers(dest="trace_command", required=True)
+    trace = commands.add_parser("trace", help="work with recorded model outputs").add_subparsers(dest="trace_command",
+                                                                                                 required=True)
     replay = trace.add_parser("replay", help="run the FlowState runtime over a recorded trace (no model, no environment)")
     replay.add_argument("trace", type=Path, help="TRACE.json: requests with completions and observations")
     replay.add_argument("--out", type=Path, required=True, help="where to write the replay result (JSON)")

@@ -22,7 +22,6 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
 from rich.console import Console
 from rich.live import Live
 

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-
 from pipeline.store.reader import runs_table_files, select
 
 

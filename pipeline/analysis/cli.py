@@ -69,8 +69,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _track(args: argparse.Namespace) -> int:
-    from pipeline.store.files import sweep_dirs
     from pipeline.analysis.tracking import log_sweep
+    from pipeline.store.files import sweep_dirs
 
     for sweep in _guard(lambda: sweep_dirs(args.dir)):
         r = _guard(lambda s=sweep: log_sweep(s, experiment=args.experiment, tracking_uri=args.tracking_uri))

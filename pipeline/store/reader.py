@@ -26,7 +26,7 @@ def select(files: Sequence[Path | str], columns: str, tail: str = "", params: Se
             [[str(f) for f in files], *params],
         )
         names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def done_episodes(sweep_dir: Path) -> dict[str, str]:

@@ -151,7 +151,8 @@ def test_by_default_the_step_limit_ends_the_episode_and_memory_entries_are_the_t
     assert result.termination == "max_steps" and result.requests == 2
     first_entries = next(r.payload for r in result.records if r.kind == "entries")
     # the default entry is the request as Full Context renders it, observation after its step
-    history = asyncio.run(session.messages(None))[1].content.split("<trajectory_history>\n")[1].split("\n</trajectory_history>")[0]
+    prompt = asyncio.run(session.messages(None))[1].content
+    history = prompt.split("<trajectory_history>\n")[1].split("\n</trajectory_history>")[0]
     assert first_entries == ["\n".join(history.splitlines()[:5])]
     assert first_entries[0].splitlines()[0] == "user (request 1): q1" and "observation_id: obs_1_1\nraw" in first_entries[0]
     assert [r.payload for r in result.records if r.kind == "query"] == ["q1", "q2"]  # the default query: the request

@@ -93,7 +93,8 @@ TAGS = st.sampled_from(["<state_focus>", "</state_focus>", "<state_delta>", "</s
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.one_of(st.text(max_size=20), TAGS, JSON_VALUES.map(json.dumps)), max_size=20), st.sampled_from(list(ProtocolMode)))
+@given(st.lists(st.one_of(st.text(max_size=20), TAGS, JSON_VALUES.map(json.dumps)), max_size=20),
+       st.sampled_from(list(ProtocolMode)))
 def test_the_parser_never_raises(pieces, mode):
     out = parse_output("".join(pieces), mode)
     assert all(call.name.strip() for call in out.tool_calls)

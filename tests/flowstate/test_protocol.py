@@ -49,7 +49,8 @@ def test_plain_prose_in_the_message_block_is_kept_with_a_warning():
     assert out.warnings and out.errors == []
 
 
-@pytest.mark.parametrize("text", ["", "   ", "I will now call the tool.", "<state_focus>[]</state_focus><state_delta>[]</state_delta>"
+@pytest.mark.parametrize("text", ["", "   ", "I will now call the tool.",
+                                  "<state_focus>[]</state_focus><state_delta>[]</state_delta>"
                                   "<tool_calls>[]</tool_calls><assistant_message>{\"content\": null}</assistant_message>"])
 def test_outputs_with_nothing_usable(text):
     out = parse_output(text)

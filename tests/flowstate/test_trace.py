@@ -40,7 +40,8 @@ def test_messy_outputs_become_recorded_errors_and_warnings():
     assert errors[2] == ["no protocol blocks found"] and errors[3][0].startswith("state_delta: invalid JSON")
     assert out["steps"][0]["tool_calls"] == [{"id": "call_1_1_1", "name": "find_order", "arguments": {"user": "u1"}}]
     assert any("dropped the message" in w for w in out["steps"][4]["protocol_warnings"])
-    assert [n["state_id"] for n in out["repository"]["nodes"]] == ["goal_status", "order_w1", "obs_1_1", "cancelled_w1", "obs_2_3"]
+    nodes = [n["state_id"] for n in out["repository"]["nodes"]]
+    assert nodes == ["goal_status", "order_w1", "obs_1_1", "cancelled_w1", "obs_2_3"]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in TRACES.glob("*.json")))
@@ -53,6 +54,7 @@ def test_every_shipped_trace_replays_to_its_expected_result(name):
 
 def test_inconsistent_traces_are_clear_errors():
     with pytest.raises(TraceError, match="request 1 step 1: the completion calls tools"):
-        replay_trace({"requests": [{"query": "q", "steps": [{"completion": '<tool_calls>[{"name": "t", "arguments": {}}]</tool_calls>'}]}]})
+        calls = '<tool_calls>[{"name": "t", "arguments": {}}]</tool_calls>'
+        replay_trace({"requests": [{"query": "q", "steps": [{"completion": calls}]}]})
     with pytest.raises(TraceError, match="an observation is given"):
         replay_trace({"requests": [{"query": "q", "steps": [{"completion": "<tool_calls>[]</tool_calls>", "observation": "x"}]}]})

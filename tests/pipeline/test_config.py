@@ -39,30 +39,47 @@ def test_a_valid_job_gets_the_papers_sampling_defaults(tmp_path):
     assert (sampling.temperature, sampling.top_p, sampling.max_tokens, sampling.enable_thinking) == (0.1, 1.0, 32768, False)
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml")))
-def test_every_shipped_job_parses(name):
+@pytest.mark.parametrize(("name", "cells", "episodes"), [("oracle.yaml", 4, 328), ("paper-taubench.yaml", 4, 328),
+                                                         ("smoke.yaml", 4, 4)])
+def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, monkeypatch):
+    """Each job parses and expands (its ids are pinned in test_golden.py); all compare with Full Context."""
+    monkeypatch.delenv("FLOWSTATE_MODEL", raising=False)
+    from pipeline.sweep import expand
+
     job = load_job(REPO_ROOT / "jobs" / name)
-    assert job.agents and job.benchmarks
+    sweep = expand(job)
+    assert (len(sweep.cells), len(sweep.episodes)) == (cells, episodes)
+    assert job.analysis.baseline == "full_context" and {m.name for m in job.methods} == {"flowstate", "full_context"}
+
+
+def test_the_shipped_jobs_are_the_ones_tested():
+    assert sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml")) == ["oracle.yaml", "paper-taubench.yaml", "smoke.yaml"]
 
 
 @pytest.mark.parametrize(("edit", "expected"), [
     (("judge: none", "judge: none\ncolour: blue"), r"job.yaml:11: unknown key 'colour'"),
-    (("  - {name: flowstate}", "  - {name: flowstate, protocol: xml}"), r"job.yaml:5: methods.0.protocol: Input should be 'tagged' or 'json'"),
+    (("  - {name: flowstate}", "  - {name: flowstate, protocol: xml}"),
+     r"job.yaml:5: methods.0.protocol: Input should be 'tagged' or 'json'"),
     (("domain: airline", "domain: banking"), r"job.yaml:3: benchmarks.0.domain"),
     (("name: small\n", ""), r"missing key 'name'"),
-    (("  oracle: {kind: scripted, name: oracle}", "  other: {kind: scripted, name: oracle}"), r"'oracle' is not under 'deployments'"),
-    (("  oracle: {kind: scripted, name: oracle}", "  oracle: {kind: vllm}"), r"job.yaml:12: missing key 'deployments.oracle.model'"),
+    (("  oracle: {kind: scripted, name: oracle}", "  other: {kind: scripted, name: oracle}"),
+     r"'oracle' is not under 'deployments'"),
+    (("  oracle: {kind: scripted, name: oracle}", "  oracle: {kind: vllm}"),
+     r"job.yaml:12: missing key 'deployments.oracle.model'"),
     # the unions of registered plug-ins: an unknown name lists the known ones, an option is the plug-in's own
     (("  - {name: flowstate}", "  - {name: bm26}"), r"job.yaml:5: methods.0: Input tag 'bm26' .*'flowstate', 'full_context'"),
     (("  - {name: flowstate}", "  - {name: flowstate, top_k: 3}"), r"job.yaml:5: unknown key 'methods.0.top_k'"),
     (("{benchmark: taubench, domain: airline", "{benchmark: memoryarena, domain: airline"),
      r"job.yaml:3: benchmarks.0: Input tag 'memoryarena' .*'taubench'"),
-    (("{benchmark: taubench, domain: airline", "{domain: airline"), r"benchmarks.0: Unable to extract tag using discriminator 'benchmark'"),
+    (("{benchmark: taubench, domain: airline", "{domain: airline"),
+     r"benchmarks.0: Unable to extract tag using discriminator 'benchmark'"),
     (("  oracle: {kind: scripted, name: oracle}", "  oracle: {kind: tgi, name: oracle}"), r"deployments.oracle: Input tag 'tgi'"),
     # roles: the benchmark says which it needs
     (("user_simulator: scripted\n", ""), r"taubench needs a user_simulator"),
-    (("judge: none", "judge: scripted"), r"judge: scripted, but benchmark 'taubench' has no scripted judge \(it has: user_simulator\)"),
-    (("judge: none", "judge: none\nmemory: {deployment: elsewhere}"), r"memory.deployment 'elsewhere' is not under 'deployments'"),
+    (("judge: none", "judge: scripted"),
+     r"judge: scripted, but benchmark 'taubench' has no scripted judge \(it has: user_simulator\)"),
+    (("judge: none", "judge: none\nmemory: {deployment: elsewhere}"),
+     r"memory.deployment 'elsewhere' is not under 'deployments'"),
 ])
 def test_bad_jobs_name_the_line_and_key(tmp_path, edit, expected):
     old, new = edit

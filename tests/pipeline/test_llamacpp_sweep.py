@@ -28,8 +28,8 @@ USER_CTX = 4096  # different from the agent's, so a test can tell the two server
 def write_job(tmp_path: Path, *, methods: list[dict], agent_replicas: int = 1, max_env_steps: int = 8) -> Path:
     job = {
         "name": "llamacpp-e2e",
-        "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["3"], "reward_basis": "classic", "tool_rendering": "compact",
-                        "max_env_steps": max_env_steps}],
+        "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["3"], "reward_basis": "classic",
+                        "tool_rendering": "compact", "max_env_steps": max_env_steps}],
         "methods": methods,
         "agents": [{"deployment": "agent", "label": "smollm2", "sampling": {"max_tokens": 96}}],
         "user_simulator": {"deployment": "user", "sampling": {"temperature": 0.0, "max_tokens": 32}},
@@ -62,7 +62,8 @@ def test_flowstate_and_full_context_episodes_with_real_token_counts(ray_local, t
     assert {e[0] for e in episodes} == {"flowstate-json", "full_context-json"}
     assert all(e[3] > 1000 for e in episodes)  # the system prompt alone is thousands of real tokens
     assert all(e[4] is None for e in episodes)  # llama.cpp reports no cached tokens: null, never 0
-    calls = rows(result.sweep_dir, "messages", "caller, prompt_tokens, completion_tokens, cached_tokens, cached_tokens_estimate, served_by")
+    calls = rows(result.sweep_dir, "messages",
+                 "caller, prompt_tokens, completion_tokens, cached_tokens, cached_tokens_estimate, served_by")
     assert {c[0] for c in calls} == {"agent", "user_simulator"}
     assert all(c[1] > 0 and c[2] > 0 and c[3] is None and c[5].startswith("http://127.0.0.1:") for c in calls)
     agent = [c for c in calls if c[0] == "agent"]

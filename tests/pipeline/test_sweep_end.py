@@ -13,9 +13,9 @@ from mlflow import MlflowClient
 from rich.console import Console
 
 from pipeline import launch
-from pipeline.finish import finish_sweep
 from pipeline.analysis.catalog import list_queries
 from pipeline.analysis.query import run_query
+from pipeline.finish import finish_sweep
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 
 pytestmark = pytest.mark.slow

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -46,14 +46,7 @@ class FlightDateOnTime(UpstreamRecord):
 
 
 FlightDate = Annotated[
-    Union[
-        FlightDateAvailable,
-        FlightDateLanded,
-        FlightDateCancelled,
-        FlightDateDelayed,
-        FlightDateFlying,
-        FlightDateOnTime,
-    ],
+    FlightDateAvailable | FlightDateLanded | FlightDateCancelled | FlightDateDelayed | FlightDateFlying | FlightDateOnTime,
     Field(discriminator="status"),
 ]
 
@@ -94,7 +87,7 @@ class Certificate(UpstreamRecord):
     amount: float
 
 
-PaymentMethod = Annotated[Union[CreditCard, GiftCard, Certificate], Field(discriminator="source")]
+PaymentMethod = Annotated[CreditCard | GiftCard | Certificate, Field(discriminator="source")]
 
 
 class User(UpstreamRecord):

@@ -75,7 +75,7 @@ class RetailTools(ToolKit):
             raise ValueError(length_error)
         diff = 0
         variant = None
-        for item_id, new_item_id in zip(item_ids, new_item_ids):
+        for item_id, new_item_id in zip(item_ids, new_item_ids, strict=False):  # upstream's zip (lengths checked before)
             if distinct and item_id == new_item_id:
                 raise ValueError("The new item id should be different from the old item id")
             item = next((item for item in order["items"] if item["item_id"] == item_id), None)
@@ -214,7 +214,7 @@ class RetailTools(ToolKit):
         )
         if method["source"] == "gift_card":
             self._add_to_gift_card(order["user_id"], payment_method_id, -diff)
-        for item_id, new_item_id in zip(item_ids, new_item_ids):
+        for item_id, new_item_id in zip(item_ids, new_item_ids, strict=False):  # upstream's zip (lengths checked before)
             item = next(item for item in order["items"] if item["item_id"] == item_id)
             item["item_id"] = new_item_id
             # Upstream quirk: every modified item takes the price and options of the last pair.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -42,7 +42,7 @@ class GiftCard(UpstreamRecord):
     balance: float
 
 
-PaymentMethod = Annotated[Union[CreditCard, Paypal, GiftCard], Field(discriminator="source")]
+PaymentMethod = Annotated[CreditCard | Paypal | GiftCard, Field(discriminator="source")]
 
 
 class User(UpstreamRecord):

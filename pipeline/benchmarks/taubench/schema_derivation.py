@@ -83,7 +83,7 @@ def _google_sections(text: str) -> tuple[str, dict[str, str]]:
     if not titles:
         return text, {}
     chunks: dict[str, str] = {}
-    for title, following in zip(titles, [*titles[1:], None]):
+    for title, following in zip(titles, [*titles[1:], None], strict=True):
         body = text[title.end() : following.start() if following else len(text)]
         stray = re.search(r"\n\S", body)  # a line at column 0 that is no title ends the section
         chunks[title.group(1)] = (body[: stray.start()] if stray else body).strip("\n")
@@ -95,7 +95,7 @@ def _google_sections(text: str) -> tuple[str, dict[str, str]]:
         starts = list(re.finditer("^" + indent + r"(?=\S)", chunk, re.M))
         if not starts:
             raise _NotGoogleStyle
-        for start, following in zip(starts, [*starts[1:], None]):
+        for start, following in zip(starts, [*starts[1:], None], strict=True):
             entry = chunk[start.end() : following.start() if following else len(chunk)].strip("\n")
             before, colon, description = entry.partition(":")
             if not colon:
@@ -375,7 +375,8 @@ def _tool_schema(method: ast.FunctionDef, module: _Module, sources: _Sources) ->
     description, documented = parse_docstring(method.name, ast.get_docstring(method, clean=False))
     positional = [*arguments.posonlyargs, *arguments.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
-    parameters = zip([*positional, *arguments.kwonlyargs], [*defaults, *arguments.defaults, *arguments.kw_defaults])
+    parameters = zip([*positional, *arguments.kwonlyargs], [*defaults, *arguments.defaults, *arguments.kw_defaults],
+                     strict=True)
     schema = _ParametersSchema(sources)
     fields = []
     for argument, default in list(parameters)[1:]:  # the bound method drops self

@@ -17,8 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.store.tables import ANALYSIS_SCHEMAS
 from pipeline.store.schema import SCHEMA_VERSION
+from pipeline.store.tables import ANALYSIS_SCHEMAS
 from pipeline.store.writer import write_parquet_atomic
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

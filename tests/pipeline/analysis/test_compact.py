@@ -190,6 +190,9 @@ def test_recompaction_replaces_parts_atomically(tmp_path: Path, monkeypatch: pyt
 
 def test_one_compaction_at_a_time(tmp_path: Path) -> None:
     sweep = build_scores_sweep(tmp_path).sweep_dir
+    before, layout = rows_seen(sweep), files(sweep)
     with compact_module._exclusive(sweep), pytest.raises(CompactionBusyError, match="another compaction"):
         compact(sweep)
-    assert compact(sweep).parts_written > 0  # the lock is released
+    assert files(sweep) == layout  # nothing was touched while the lock was held
+    report = compact(sweep)  # the lock is released
+    assert report.parts_written == report.partitions_compacted > 0 and rows_seen(sweep) == before

@@ -22,11 +22,11 @@ def test_report_tables_and_figures(scores_sweep: SweepBuilder, tmp_path: Path) -
     report = build_report(scores_sweep.root, tmp_path / "out" / "report.md")
     text = report.markdown.read_text()
     lines = text.splitlines()
-    header = next(l for l in lines if l.startswith("| Model | Method | Airline PR"))
+    header = next(line for line in lines if line.startswith("| Model | Method | Airline PR"))
     assert header == "| Model | Method | Airline PR | Airline DB | Airline Act. | Airline #Tok |"
     assert "| m1 | full_context | 55.6 | 66.7 | 22.2 | 9.90K |" in lines  # 5/9, 6/9, 2/9, 9 × 1100
     assert "| m1 | flowstate | 66.7 | 83.3 | 50.0 | 3.98K |" in lines
-    delta = next(l for l in lines if l.startswith("| m1 | Δ flowstate vs. full_context"))
+    delta = next(line for line in lines if line.startswith("| m1 | Δ flowstate vs. full_context"))
     assert delta == "| m1 | Δ flowstate vs. full_context | +33.3 | +33.3 | +16.7 | −44.70% |"
     # Table 3 lists both variants; Table 4 the depth retention of memarena/shop
     assert "## Table 3: variants" in text and "| taubench | airline | m1 | flowstate-no-psa | 50.0 |" in text
@@ -34,7 +34,7 @@ def test_report_tables_and_figures(scores_sweep: SweepBuilder, tmp_path: Path) -
     assert "| Model | Method | shop nAUC ↑ | shop DR ↓ |" in table4
     assert "| m1 | Y | 100 | 0 |" in table4
     # paired intervals: flowstate − full_context over the six (task, trial) pairs both ran
-    pair_line = next(l for l in lines if l.startswith("| taubench | airline | m1 | flowstate |"))
+    pair_line = next(line for line in lines if line.startswith("| taubench | airline | m1 | flowstate |"))
     assert "| 6 | +33.3 |" in pair_line
     assert "10,000 bootstrap resamples" in text
     assert [f.name for f in report.figures] == ["report_fig3_tokens.png", "report_fig4_depth.png"]

@@ -24,6 +24,7 @@ from pipeline.benchmarks.taubench.store import EpisodeDB
 from pipeline.benchmarks.taubench.toolkit import ToolKit
 from tests.pipeline.conftest import DATA_DIR
 
+
 def data_dir() -> Path:
     return Path(os.environ.get(DATA_ENV_VAR) or DATA_DIR)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-
 import re
 
 from pipeline.benchmarks.taubench import AGENT_INSTRUCTION, agent_system_prompt, compact_tool_list, tool_list

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from flowstate import LoopLimits, RequestEnd, TaskPrompt, new_session, run_episode
 from flowstate.environment import Environment, ToolCall
 from pipeline.benchmarks.taubench import (
     GREETING,
@@ -18,6 +19,7 @@ from pipeline.benchmarks.taubench import (
     load_tasks,
 )
 from pipeline.benchmarks.transcript import TranscriptMessage
+from tests.flowstate.fixtures import ScriptedPolicyFixture
 
 from .conftest import gold_hashes
 
@@ -42,8 +44,17 @@ def run(coroutine):  # noqa: ANN001, ANN201 - tiny test helper
     return asyncio.run(coroutine)
 
 
-def test_is_a_flowstate_environment() -> None:
-    assert isinstance(episode(ListUser()), Environment)
+def test_the_loop_drives_it_and_its_step_limit_ends_the_episode() -> None:
+    """τ-bench keeps the loop's default request ending: tools never end a request, and reaching the
+    per-request step limit ends the episode (max_steps) rather than starting another request."""
+    env = episode(ListUser("Please cancel XEHM4B."))
+    assert isinstance(env, Environment) and env.request_done is False
+    lookup = '<tool_calls>[{"name": "get_reservation_details", "arguments": {"reservation_id": "XEHM4B"}}]</tool_calls>'
+    result = run(run_episode(new_session("full_context", TaskPrompt(task_policy="p", available_tools="t")),
+                             ScriptedPolicyFixture([lookup] * 2), env, limits=LoopLimits(max_steps_per_request=2)))
+    assert (result.termination, result.requests, len(result.steps)) == ("max_steps", 1, 2)
+    assert [m.role for m in env.transcript] == ["assistant", "user", "assistant", "tool", "assistant", "tool"]
+    assert run(env.end_request(RequestEnd.STEP_LIMIT)) is None and env.termination is None
 
 
 def test_transcript_requests_ids_and_live_db() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from pipeline.benchmarks.taubench import ActionCheck, CommunicateCheck, DBCheck, RewardInfo
 from pipeline.benchmarks.taubench.export import export_tau2
 from pipeline.store.files import NoResultsError
-from pipeline.benchmarks.taubench import ActionCheck, CommunicateCheck, DBCheck, RewardInfo
 from tests.pipeline.analysis.builder import SweepBuilder
 
 DATA = Path("/work/shared/benchmarks")
@@ -52,7 +52,8 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, methods: tuple[str, .
         b.episode(method=method, task="0", trial=0, reward=0.0, termination="max_steps", graded=False,
                   transcript=TRANSCRIPT[:2], grading_json=reward_info(graded=False))
         b.episode(method=method, task="2", trial=0, status="failed", reward=None)  # not exported
-    b.manifest(job={"trials": 1, "seed": 300, "benchmarks": [{"benchmark": "taubench", "domain": "airline", "max_env_steps": 30, "max_errors": 5}],
+    b.manifest(job={"trials": 1, "seed": 300,
+                    "benchmarks": [{"benchmark": "taubench", "domain": "airline", "max_env_steps": 30, "max_errors": 5}],
                     "agents": [{"deployment": "m1", "sampling": {"temperature": 0.1}}],
                     "user_simulator": {"deployment": "u1", "sampling": {"temperature": 0.0}}})
     return b
@@ -64,7 +65,8 @@ def test_export_in_upstream_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     results: dict[str, Any] = json.loads(path.read_text())
     assert set(results) == {"timestamp", "info", "tasks", "simulations"}
     info = results["info"]
-    assert (info["git_commit"], info["num_trials"], info["max_steps"], info["max_errors"], info["seed"]) == ("abc123", 1, 30, 5, 300)
+    assert (info["git_commit"], info["num_trials"], info["max_steps"], info["max_errors"], info["seed"]) == (
+        "abc123", 1, 30, 5, 300)
     assert info["agent_info"] == {"implementation": "flowstate:flowstate", "llm": "m1", "llm_args": {"temperature": 0.1}}
     assert (info["user_info"]["implementation"], info["user_info"]["llm"]) == ("user_simulator", "u1")
     assert info["environment_info"]["domain_name"] == "airline"

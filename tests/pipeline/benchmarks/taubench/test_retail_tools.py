@@ -68,7 +68,8 @@ def test_find_user_id_by_name_zip(retail: Session) -> None:
         if user["name"]["first_name"].lower() == "omar" and user["name"]["last_name"].lower() == "silva"
         and user["address"]["zip"] == "92107"
     )
-    assert retail.call("find_user_id_by_name_zip", {"first_name": "OMAR", "last_name": "silva", "zip": "92107"}).content == expected
+    found = retail.call("find_user_id_by_name_zip", {"first_name": "OMAR", "last_name": "silva", "zip": "92107"})
+    assert found.content == expected
     assert retail.err("find_user_id_by_name_zip", first_name="Omar", last_name="Silva", zip=92107) == "User not found"
     assert retail.err("find_user_id_by_name_zip", first_name=None, last_name="Silva", zip="92107") == (
         "'NoneType' object has no attribute 'lower'"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+
 from flowstate.chat import ChatMessage
 from pipeline.benchmarks.taubench import (
     LLMUserSimulator,

@@ -1,0 +1,74 @@
+"""Episode outcomes as rows: every column accounted for, calls in call order, #Tok defined once."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from flowstate import Completion, EpisodeResult, MethodRecord, StepClock, StepRecord, TokenUsage, method_options
+from pipeline.benchmarks.plugin import Grade, RequestGrade
+from pipeline.benchmarks.taubench import TauBenchCell
+from pipeline.calls import CallLog
+from pipeline.config import AgentModel
+from pipeline.episode import EpisodeOutcome
+from pipeline.store.rows import failure_rows, grade_columns, outcome_rows, role_tokens, tok
+from pipeline.store.schema import EPISODES, SCHEMAS
+from pipeline.sweep import Cell, EpisodeSpec
+
+SPEC = EpisodeSpec(
+    episode_id="e1", sweep_id="s", task_id="7", trial=0, seed=3, user_simulator="scripted", judge="none",
+    cell=Cell(cell_id="c1", label="taubench.airline.flowstate.m", benchmark=TauBenchCell(domain="airline"),
+              method=method_options("flowstate"), agent=AgentModel(deployment="m")))
+
+
+def usage(prompt: int, completion: int) -> TokenUsage:
+    return TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+def test_a_failure_row_has_every_column_and_no_score() -> None:
+    [row] = failure_rows(SPEC, error="ModelUnavailableError: down", attempts=3, code_version="v")["episodes"]
+    assert list(row) == EPISODES.names
+    assert (row["status"], row["termination"], row["graded"], row["reward"], row["metrics"]) == (
+        "failed", "infrastructure_error", False, None, None)
+    assert json.loads(row["benchmark_options_json"])["domain"] == "airline"
+    assert grade_columns(None) == {"reward": None, "success": None, "graded": False, "grading_basis": None,
+                                   "metrics": None, "grading_json": None}
+
+
+def test_the_method_s_own_calls_count_in_tok_on_the_steps_they_belong_to() -> None:
+    log = CallLog()
+    log.clock = StepClock()
+
+    def call(caller: str, request: int, step: int, tokens: tuple[int, int], in_step: bool = True) -> None:
+        log.clock.request, log.clock.step = request, step
+        log.add(caller, in_step, [], "", usage(*tokens), 0.1, None, None)  # type: ignore[arg-type]
+
+    call("user_simulator", 0, 0, (50, 5), in_step=False)
+    call("memory", 1, 0, (10, 1))  # retrieval before request 1's first step
+    call("agent", 1, 1, (100, 10))
+    call("agent", 1, 2, (120, 12))
+    call("memory", 1, 2, (20, 2))  # written at the end of request 1
+    call("judge", 0, 0, (70, 7), in_step=False)
+    steps = [StepRecord(request=1, step=t, prompt_tokens=p, completion_tokens=c) for t, p, c in ((1, 100, 10), (2, 120, 12))]
+    outcome = EpisodeOutcome(
+        spec=SPEC, result=EpisodeResult(termination="user_stop", requests=1, steps=steps, exchanges=[],
+                                        records=[MethodRecord(kind="retrieval", request=1, step=0, payload={"ids": [2]})]),
+        transcript=[], grade=Grade(reward=1.0, success=True, basis="b", metrics={"db": 1.0},
+                                   requests=[RequestGrade(request=1, correct=True, reason="ok")]),
+        calls=log.calls, started_at=datetime.now(UTC), finished_at=datetime.now(UTC), duration_s=1.0)
+    rows = outcome_rows(outcome, attempts=1, code_version="v")
+    assert set(rows) == set(SCHEMAS)
+    assert [(s["step"], s["memory_calls"], s["memory_prompt_tokens"]) for s in rows["steps"]] == [(1, 1, 10), (2, 1, 20)]
+    [episode] = rows["episodes"]
+    assert episode["tokens"] == 100 + 10 + 120 + 12 + 10 + 1 + 20 + 2  # agent + memory, never user or judge
+    assert (episode["user_simulator_prompt_tokens"], episode["judge_completion_tokens"]) == (50, 7)
+    assert [(m["seq"], m["caller"], m["request"]) for m in rows["messages"]] == [
+        (0, "user_simulator", None), (1, "memory", 1), (2, "agent", 1), (3, "agent", 1), (4, "memory", 1), (5, "judge", None)]
+    assert [(r["request"], r["correct"], r["reason"]) for r in rows["request_outcomes"]] == [(1, True, "ok")]
+    assert [(r["kind"], json.loads(r["payload_json"])) for r in rows["method_records"]] == [("retrieval", {"ids": [2]})]
+
+
+def test_tok_is_none_when_nothing_was_reported() -> None:
+    columns = role_tokens([])
+    assert tok(columns) is None and columns["embeddings_tokens"] is None
+    assert Completion(text="").usage.prompt_tokens is None
