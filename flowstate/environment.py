@@ -81,6 +81,10 @@ class Environment(ABC):
         return None
 
     # -- what memory-storing methods store and query with (benchmarks may define both) -----------
+    def initial_memory(self) -> list[str]:
+        """What a memory method stores before the first request (e.g. a case already solved); none by default."""
+        return []
+
     def memory_query(self, query: str) -> str:
         """What a memory method retrieves with at the start of a request: by default its text."""
         return query

@@ -79,8 +79,12 @@ class StepRunner:
         self.clock.step = 0
         self._query = self._request_query = query
         self._request_first_step = len(self.steps)
-        memory_query = env.memory_query(query) if env is not None and self._stores_memory else query
-        await self.session.begin_request(RequestStart(index=self.clock.request, query=query, memory_query=memory_query))
+        memory_query, initial = query, []
+        if env is not None and self._stores_memory:
+            memory_query = env.memory_query(query)
+            initial = env.initial_memory() if self.clock.request == 1 else []
+        await self.session.begin_request(RequestStart(index=self.clock.request, query=query, memory_query=memory_query,
+                                                      memory_entries=initial))
 
     async def prompt(self, observation: Observation | None) -> list[ChatMessage]:
         self.clock.step += 1

@@ -99,6 +99,8 @@ class RequestStart(BaseModel):
     query: str
     # What a memory method retrieves with (the benchmark's choice; by default the query).
     memory_query: str
+    # What a memory method stores before retrieving: the benchmark's initial memory, on the first request.
+    memory_entries: list[str] = []
 
 
 class RequestOutcome(BaseModel):

@@ -81,7 +81,7 @@ async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: 
                           benchmark.tool_names(cell, spec.task_id), method_callers)
     log.clock = session.clock
     scripted = frozenset(role for role in ("user_simulator", "judge") if getattr(spec, role) == "scripted")
-    judge = log.chat(callers.judge, "judge", in_step=False)
+    judge = log.chat(callers.judge or episode_judge(spec), "judge", in_step=False)
     env = await benchmark.environment(cell, spec.task_id, RoleCallers(
         user_simulator=log.chat(callers.user_simulator, "user_simulator", in_step=False), judge=judge,
         tool_model=log.chat(callers.tool_model, "tool_model", in_step=True), scripted=scripted,
@@ -93,6 +93,13 @@ async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: 
         spec=spec, result=result, transcript=env.transcript, grade=grade, grading_error=error, calls=log.calls,
         started_at=started, finished_at=datetime.now(UTC), duration_s=time.perf_counter() - clock,
     )
+
+
+def episode_judge(spec: EpisodeSpec) -> Policy | None:
+    """The benchmark's scripted judge where the job asks for one (``judge: scripted``)."""
+    if spec.judge != "scripted":
+        return None
+    return benchmark_of(spec.cell.benchmark).scripted_judge(spec.cell.benchmark, spec.task_id)
 
 
 async def grade_episode(cell: BenchmarkCell, task_id: str, record: EpisodeRecord, judge: Policy | None,

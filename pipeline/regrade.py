@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from flowstate import Policy
-from pipeline.benchmarks.plugin import EpisodeRecord, JudgeRequiredError
+from pipeline.benchmarks.plugin import EpisodeRecord, JudgeRequiredError, benchmark_of
 from pipeline.benchmarks.transcript import TranscriptMessage, TranscriptToolCall
-from pipeline.config import parse_job
+from pipeline.config import JobConfig, parse_job
 from pipeline.episode import grade_episode
 from pipeline.manifest import read_manifest
 from pipeline.store.files import table_files
@@ -53,12 +53,12 @@ def load_transcripts(files: list[Path]) -> dict[str, list[TranscriptMessage]]:
     return transcripts
 
 
-def sweep_cells(sweep_dir: Path) -> dict[str, Cell]:
-    """cell_id -> cell, from the job the manifest recorded (after importing the plug-ins it names)."""
+def sweep_job(sweep_dir: Path) -> JobConfig:
+    """The job the manifest recorded (after importing the plug-ins it names)."""
     manifest = read_manifest(sweep_dir)
     if manifest is None or "job" not in manifest:
         raise FileNotFoundError(f"{sweep_dir}: no manifest.json with the job (is this a sweep directory?)")
-    return {cell.cell_id: cell for cell in job_cells(parse_job(manifest["job"]))}
+    return parse_job(manifest["job"])
 
 
 def _ids(row: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +70,8 @@ async def regrade(sweep_dir: Path, *, basis: str | None = None, judge: Policy | 
     files = table_files(sweep_dir)
     if not files["episodes"]:
         raise FileNotFoundError(f"{sweep_dir}: no episodes table (is this a sweep directory?)")
-    cells = sweep_cells(sweep_dir)
+    job = sweep_job(sweep_dir)
+    cells: dict[str, Cell] = {cell.cell_id: cell for cell in job_cells(job)}
     transcripts = load_transcripts(files["transcript"])
     changed = ungraded = total = needs_judge = 0
     rewards: list[float] = []
@@ -84,8 +85,12 @@ async def regrade(sweep_dir: Path, *, basis: str | None = None, judge: Policy | 
                 continue
             total += 1
             record = EpisodeRecord(transcript=transcripts.get(row["episode_id"], []), termination=row["termination"])
+            cell = cells[row["cell_id"]].benchmark
+            judged_by = judge
+            if judged_by is None and job.judge == "scripted":
+                judged_by = benchmark_of(cell).scripted_judge(cell, row["task_id"])
             try:
-                grade, error = await grade_episode(cells[row["cell_id"]].benchmark, row["task_id"], record, judge, basis)
+                grade, error = await grade_episode(cell, row["task_id"], record, judged_by, basis)
             except JudgeRequiredError:
                 needs_judge += 1
                 continue

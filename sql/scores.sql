@@ -8,7 +8,7 @@
 --                gated_mean  the same, but an episode whose grading gate failed counts as 0
 --                            (component_rate, views.sql; NULL when no episode has a value)
 --                ratio       sum of the numerator over sum of the denominator (a micro-average)
---   episodes   scored episodes with a value
+--   episodes   scored episodes with a value (ratios: with a numerator)
 -- Population: scored episodes (infrastructure failures and grading failures excluded).
 -- @param metric VARCHAR = NULL -- only this metric (NULL: every metric)
 WITH per_episode AS (
@@ -28,7 +28,7 @@ SELECT benchmark, domain, method, model, metric,
            WHEN 'gated_mean' THEN component_rate(value, graded)
            WHEN 'ratio' THEN sum(numerator) / nullif(sum(denominator), 0)
        END AS value,
-       count(value) AS episodes
+       count(CASE WHEN aggregate = 'ratio' THEN numerator ELSE value END) AS episodes
 FROM per_episode
 GROUP BY benchmark, domain, method, model, metric
 ORDER BY benchmark, domain, model, method, any_value(position);

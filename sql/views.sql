@@ -2,9 +2,9 @@
 --
 -- Base views, one per table (columns: pipeline/store/schema.py):
 --   steps, episodes, transcript, messages, request_outcomes, method_records
--- and the table metric_catalog: every registered benchmark's declared metrics (benchmark, position,
+-- and the tables metric_catalog: every registered benchmark's declared metrics (benchmark, position,
 -- metric, label, description, aggregate, source, key, numerator, denominator, headline), which
--- scores.sql reads. A benchmark's per-episode scores are the episodes column metrics, a
+-- scores.sql reads, and depth_panels (benchmark, domain, panel) for depth_curve. A benchmark's per-episode scores are the episodes column metrics, a
 -- MAP(VARCHAR, DOUBLE): episodes.metrics['db'].
 -- Each reads the Parquet files listed in the DuckDB variable <table>_files. The query runner
 -- (pipeline/analysis/query.py) sets them to exactly the files that hold finished episodes, once each,
@@ -67,13 +67,16 @@ CREATE OR REPLACE MACRO component_rate(component, graded) AS
     CASE WHEN count(component) > 0 THEN avg(CASE WHEN graded THEN component ELSE 0 END) END;
 
 -- Accuracy by request depth: Acc_k = percentage of episodes (task instances) with at least k graded
--- requests whose k-th request is correct; R_k = 100 · Acc_k / Acc_1 (NULL when Acc_1 = 0).
+-- requests whose k-th request is correct; R_k = 100 · Acc_k / Acc_1 (NULL when Acc_1 = 0). Domains a
+-- benchmark pools into one panel (table depth_panels: MemoryArena's math and physics are
+-- "formal_reasoning") are one curve, under the panel's name in the domain column.
 CREATE OR REPLACE VIEW depth_curve AS
 WITH acc AS (
-    SELECT r.benchmark, r.domain, r.method, r.model, r.request AS k,
+    SELECT r.benchmark, coalesce(p.panel, r.domain) AS domain, r.method, r.model, r.request AS k,
            count(*) AS instances,
            100.0 * avg(CASE WHEN r.correct THEN 1 ELSE 0 END) AS acc_k
     FROM request_outcomes AS r
+    LEFT JOIN depth_panels AS p ON p.benchmark = r.benchmark AND p.domain = r.domain
     SEMI JOIN finished AS e ON e.episode_id = r.episode_id AND e.sweep_id = r.sweep_id
     GROUP BY ALL
 )

@@ -67,6 +67,8 @@ def accuracy_by_depth(rows: list[dict[str, Any]], path: Path) -> Path:
         ax.set_title(title)
         ax.set_xlabel("request depth k")
         ax.set_ylabel("Acc_k (%)")
+        ax.set_ylim(0, 105)
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return _save(fig, path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import duckdb
 import pyarrow as pa
@@ -159,6 +159,17 @@ def metric_catalog() -> pa.Table:
     return pa.Table.from_pylist(rows, schema=METRIC_CATALOG)
 
 
+def depth_panels() -> pa.Table:
+    """Every registered benchmark's domains with the depth-analysis panel each belongs to."""
+    rows = []
+    for name in BENCHMARKS.names():
+        benchmark = BENCHMARKS.get(name)
+        for domain in get_args(benchmark.cell.model_fields["domain"].annotation):
+            rows.append({"benchmark": name, "domain": domain, "panel": benchmark.depth_panel(domain)})
+    schema = pa.schema([("benchmark", pa.string()), ("domain", pa.string()), ("panel", pa.string())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
 def load_run_plugins(runs_dir: Path) -> None:
     """The plug-ins every sweep under ``runs_dir`` was run with (their benchmarks declare its metrics)."""
     try:
@@ -180,8 +191,8 @@ def connect(runs_dir: Path | str) -> duckdb.DuckDBPyConnection:
     for table in ANALYSIS_TABLES:
         paths = [str(anchor_file(table))] + [str(f) for f in files[table]]
         con.execute(f"SET VARIABLE {table}_files = $files", {"files": paths})  # table: a fixed name, not input
-    catalog = metric_catalog()  # noqa: F841 - read by the statement below
-    con.execute("CREATE TABLE metric_catalog AS SELECT * FROM catalog")
+    con.register("metric_catalog", metric_catalog())
+    con.register("depth_panels", depth_panels())
     con.execute((SQL_DIR / f"{VIEWS}.sql").read_text(encoding="utf-8"))
     return con
 

@@ -103,7 +103,8 @@ def main_table(s: Scores, benchmark: str, baseline: str | None) -> str:
     cells = s.cells(benchmark)
     domains = sorted({d for _, d, _, _ in cells})
     columns = s.columns(benchmark)
-    header = ["Model", "Method"] + [f"{d.capitalize()} {label}" for d in domains for _, label in columns]
+    name = BENCHMARKS.get(benchmark).domain_label if benchmark in BENCHMARKS.names() else str.capitalize
+    header = ["Model", "Method"] + [f"{name(d)} {label}" for d in domains for _, label in columns]
     body = []
     for model in sorted({m for _, _, m, _ in cells}):
         methods = _method_order((method for _, _, m, method in cells if m == model), baseline)

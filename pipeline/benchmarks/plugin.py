@@ -192,6 +192,19 @@ class Benchmark(ABC):
         """Grade one episode from its record (also re-grading stored episodes); ``basis`` overrides
         the cell's grading basis where the benchmark has several. Raise :class:`GradingError`."""
 
+    def scripted_judge(self, cell: BenchmarkCell, task_id: str) -> Policy:
+        """TEST FIXTURE: the judge a job gets with ``judge: scripted`` (for benchmarks with ``judge`` in
+        ``scripted_roles``)."""
+        raise NotImplementedError(f"benchmark {self.name!r} has no scripted judge")
+
+    def domain_label(self, domain: str) -> str:
+        """The domain's name in the report's column headers."""
+        return domain.capitalize()
+
+    def depth_panel(self, domain: str) -> str:
+        """The panel of the accuracy-by-depth analysis a domain belongs to (domains may pool): itself."""
+        return domain
+
     def expected_calls(self, cell: BenchmarkCell, task_id: str) -> tuple[float, float]:
         """Rough (agent calls, other model calls) of one episode, for dry-run estimates."""
         return 8.0, 0.0

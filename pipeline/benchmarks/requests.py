@@ -9,7 +9,7 @@ ends with ``requests_done``. Every event goes to the transcript, which grading r
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from flowstate import RequestEnd, ToolCall, ToolResult
 from pipeline.benchmarks.plugin import BenchmarkEnvironment
@@ -50,12 +50,17 @@ class FixedRequests(BenchmarkEnvironment):
         return self._next()
 
     async def execute(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        return await self.record_calls(calls, self.run_tool)
+
+    async def record_calls(self, calls: Sequence[ToolCall],
+                           run: Callable[[ToolCall], Awaitable[ToolResult]]) -> list[ToolResult]:
+        """Run the calls in order with ``run``, recording the agent's message and each result."""
         recorded = [TranscriptToolCall(id=c.id or f"call_{self.current}_{i}", name=c.name, arguments=c.arguments)
                     for i, c in enumerate(calls, 1)]
         self.transcript.append(TranscriptMessage(role="assistant", tool_calls=recorded, request=self.current))
         results = []
         for call, record in zip(calls, recorded, strict=True):
-            result = await self.run_tool(call)
+            result = await run(call)
             self.transcript.append(TranscriptMessage(role="tool", content=result.content, tool_call_id=record.id,
                                                      error=result.error, request=self.current))
             results.append(result)

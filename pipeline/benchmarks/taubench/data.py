@@ -8,13 +8,12 @@ would change every score without any visible error.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pipeline.data import DATA_ENV_VAR, BenchmarkDataError
+from pipeline.data import DATA_ENV_VAR, BenchmarkDataError, sha256_file
 
 T = TypeVar("T")
 # An explicit data directory (the folder holding taubench/), or None for $FLOWSTATE_DATA.
@@ -83,14 +82,6 @@ def _fix_hint(relative: str) -> str:
             f"point {DATA_ENV_VAR} at a data directory that has it."
         )
     return f"Set {DATA_ENV_VAR} to the folder that holds {SUBDIR}/, or run `{FETCH_COMMAND}`."
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # (path, size, mtime_ns) of files whose checksum already matched in this process.

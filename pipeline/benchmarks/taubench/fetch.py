@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -32,6 +30,7 @@ from pipeline.benchmarks.taubench.data import (
     sha256_file,
 )
 from pipeline.benchmarks.taubench.schema_derivation import derive_tools_json
+from pipeline.data import download
 
 DEFAULT_BASE_URL = f"https://raw.githubusercontent.com/{UPSTREAM_REPO}/{UPSTREAM_COMMIT}"
 SOURCES_DIR = "upstream_src"  # <domain>/<file>: the upstream tool sources each tools.json was derived from
@@ -51,11 +50,7 @@ class FetchReport(BaseModel):
 
 
 def _download(url: str, timeout: float) -> bytes:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - fixed https/http base
-            return response.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise TauBenchDataError(f"Could not download {url}: {exc}") from exc
+    return download(url, timeout, TauBenchDataError)
 
 
 def _is_valid(path: Path, relative: str) -> bool:

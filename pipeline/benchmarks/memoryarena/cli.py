@@ -1,0 +1,109 @@
+"""`flowstate memoryarena grade|subtasks|travel-tool` (CONTRACT §8–9) and `flowstate data fetch memoryarena`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import get_args
+
+from pipeline.cli_support import CliError, CliHooks, read_json, write_json
+
+
+def _tasks(args: argparse.Namespace) -> list:
+    from pipeline.benchmarks.memoryarena.data import MemoryArenaDataError, parse_tasks
+
+    try:
+        text = args.tasks.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"{args.tasks}: {exc.strerror}") from None
+    try:
+        return parse_tasks(text, args.env, str(args.tasks))
+    except MemoryArenaDataError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from pipeline.benchmarks.memoryarena.commands import AnswersError, grade_answers
+
+    tasks = _tasks(args)
+    try:
+        out = grade_answers(args.env, tasks, read_json(args.answers))
+    except AnswersError as exc:
+        raise CliError(f"{args.answers}: {exc}") from None
+    write_json(args.out, out)
+    a = out["aggregate"]
+    print(f"{args.env}: {a['n_tasks']} tasks, {a['n_subtasks']} subtasks; SR {a['SR']:.4f}, PS {a['PS']:.4f}"
+          + (f", sPS {a['sPS']:.4f}" if "sPS" in a else "") + f" -> {args.out}")
+    return 0
+
+
+def _subtasks(args: argparse.Namespace) -> int:
+    from pipeline.benchmarks.memoryarena.commands import subtask_texts
+
+    out = subtask_texts(args.env, _tasks(args))
+    write_json(args.out, out)
+    print(f"{sum(len(t['subtasks']) for t in out['tasks'])} subtasks of {len(out['tasks'])} tasks -> {args.out}")
+    return 0
+
+
+def _travel_tool(args: argparse.Namespace) -> int:
+    from pipeline.benchmarks.memoryarena.data import MemoryArenaDataError
+    from pipeline.benchmarks.memoryarena.travel_tools import run_calls, travel_db_at
+
+    calls = read_json(args.calls)
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        raise CliError(f'{args.calls}: expected a JSON list of {{"name": ..., "arguments": {{...}}}}')
+    try:
+        db = travel_db_at(args.db)
+    except MemoryArenaDataError as exc:
+        raise CliError(str(exc)) from None
+    results = run_calls(calls, db)
+    write_json(args.out, results)
+    print(f"{len(results)} tool calls on {args.db} -> {args.out}")
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from pipeline.benchmarks.memoryarena.fetch import DEFAULT_BASE_URL, fetch_memoryarena
+    from pipeline.data import BenchmarkDataError
+
+    try:
+        report = fetch_memoryarena(args.data_dir, base_url=args.base_url or DEFAULT_BASE_URL,
+                                   accept_new_checksums=args.accept_new_checksums)
+    except BenchmarkDataError as exc:
+        raise CliError(str(exc)) from None
+    print(f"MemoryArena task files in {report.root}: {len(report.downloaded)} downloaded, "
+          f"{len(report.already_present)} already present and verified")
+    for config, (expected, actual) in report.accepted.items():
+        print(f"  {config}: accepted a new SHA-256 {actual} (pinned: {expected}); recorded in {report.accepted_file}")
+    return 0
+
+
+def add_commands(cli: CliHooks) -> None:
+    from pipeline.benchmarks.memoryarena.data import Config
+
+    envs = list(get_args(Config))
+    group = cli.commands.add_parser("memoryarena", help="MemoryArena graders and conformance tools").add_subparsers(
+        dest="memoryarena_command", required=True)
+    grade = group.add_parser("grade", help="grade answers exactly as upstream (no network, no model)")
+    grade.add_argument("--env", required=True, choices=envs)
+    grade.add_argument("--tasks", type=Path, required=True, help="TASKS.jsonl: task records in the dataset's format")
+    grade.add_argument("--answers", type=Path, required=True, help="ANSWERS.json: the agent's answers per subtask")
+    grade.add_argument("--out", type=Path, required=True)
+    grade.set_defaults(handler=_grade)
+    subtasks = group.add_parser("subtasks", help="write the subtask texts the environment defines")
+    subtasks.add_argument("--env", required=True, choices=envs)
+    subtasks.add_argument("--tasks", type=Path, required=True)
+    subtasks.add_argument("--out", type=Path, required=True)
+    subtasks.set_defaults(handler=_subtasks)
+    tool = group.add_parser("travel-tool", help="run travel tool calls over a travel database folder")
+    tool.add_argument("--db", type=Path, required=True, help="DB_DIR: travel_db/ in upstream's layout")
+    tool.add_argument("--calls", type=Path, required=True, help='CALLS.json: [{"name": ..., "arguments": {...}}]')
+    tool.add_argument("--out", type=Path, required=True)
+    tool.set_defaults(handler=_travel_tool)
+
+    fetch = cli.add_fetch("memoryarena", help=f"MemoryArena task files from Hugging Face ({', '.join(envs)})")
+    fetch.add_argument("--base-url", default=None, help="mirror of the dataset at the pinned revision")
+    fetch.add_argument("--accept-new-checksums", action="store_true",
+                       help="accept files whose SHA-256 differs from the pinned (third-party) values, and record them")
+    fetch.set_defaults(handler=_fetch)

@@ -1,0 +1,244 @@
+"""MemoryArena as a pipeline plug-in: formal reasoning (math, physics) and group travel end to end,
+graded as upstream grades (bundled shopping's grader is here; its store is part 2)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from flowstate import ChatMessage, Completion, MethodPlugin, Policy, TaskPrompt
+from pipeline.benchmarks.memoryarena import scoring
+from pipeline.benchmarks.memoryarena.data import (
+    Config,
+    FormalTask,
+    MemoryArenaDataError,
+    Source,
+    Task,
+    TravelTask,
+    data_root,
+    file_sha256,
+    load_tasks,
+    prompts,
+    task_file,
+    travel_tool_schemas,
+)
+from pipeline.benchmarks.memoryarena.environments import FormalEpisode, TravelEpisode
+from pipeline.benchmarks.memoryarena.travel_tools import checksums as travel_checksums
+from pipeline.benchmarks.memoryarena.travel_tools import travel_db
+from pipeline.benchmarks.plugin import (
+    Benchmark,
+    BenchmarkCell,
+    BenchmarkEnvironment,
+    EpisodeRecord,
+    Grade,
+    JudgeRequiredError,
+    MetricSpec,
+    RequestGrade,
+    RoleCallers,
+    register_benchmark,
+)
+from pipeline.benchmarks.requests import final_responses
+
+if TYPE_CHECKING:
+    from pipeline.cli_support import CliHooks
+    from pipeline.sweep import EpisodeSpec
+
+FORMAL = ("formal_reasoning_math", "formal_reasoning_phys")
+DOMAIN_LABELS = {"bundled_shopping": "Shopping", "group_travel_planner": "Travel", "formal_reasoning_math": "Math",
+                 "formal_reasoning_phys": "Physics"}
+RUNNABLE = (*FORMAL, "group_travel_planner")
+
+
+class MemoryArenaCell(BenchmarkCell):
+    """One MemoryArena environment (a config of the dataset) and the tasks to run from it."""
+
+    benchmark: Literal["memoryarena"] = "memoryarena"
+    domain: Config
+    # "hf": the dataset's files under memoryarena/<config>/; "examples": the synthetic test records.
+    source: Source = "hf"
+    tasks: list[str] | None = None  # explicit task ids (the rows' ids, as strings), else every task
+    limit: int | None = Field(default=None, gt=0)
+    # Upstream's limits on environment actions per subtask (the loop's own limit counts model calls).
+    max_tool_steps: int = Field(default=30, gt=0)  # group travel: tool-using steps per traveller
+    max_tool_rounds: int = Field(default=3, gt=0)  # formal reasoning: rounds of reasoning-tool calls
+
+
+def _tasks(cell: MemoryArenaCell) -> list[Task]:
+    return load_tasks(task_file(cell.domain, cell.source), cell.domain)
+
+
+def _task(cell: MemoryArenaCell, task_id: str) -> Task:
+    found = next((t for t in _tasks(cell) if str(t.id) == task_id), None)
+    if found is None:
+        raise MemoryArenaDataError(f"memoryarena {cell.domain} has no task {task_id!r}")
+    return found
+
+
+class ScriptedJudge:
+    """TEST FIXTURE: the formal judge that says yes exactly when the answer equals the ground truth."""
+
+    async def complete(self, messages: Any, *, json_schema: Any = None) -> Completion:
+        text = messages[-1].content
+        response = text.split("Expression 1: ", 1)[1].split("\n            Expression 2: ", 1)[0]
+        truth = text.split("Expression 2: ", 1)[1].split("\n\n            Respond only", 1)[0]
+        return Completion(text="yes" if response.strip() == truth.strip() else "no", model="scripted-judge")
+
+
+class MemoryArena(Benchmark):
+    name = "memoryarena"
+    cell = MemoryArenaCell
+    scripted_roles = frozenset({"judge"})
+    report_heading = "Table 1: results per environment"
+    report_caption = (
+        "SR = share of tasks solved (the last subtask correct in Math and Physics; every traveller's plan right "
+        "in Travel), PS = progress (the mean share of correct subtasks per task; in Travel the share of all "
+        "travellers), sPS = soft progress (constraint slots satisfied, Travel), all in percent; #Tok = prompt + "
+        "completion tokens of the agent and the method's own model. Δ rows: percentage points against the "
+        "baseline on the same model and tasks, relative change of #Tok per episode.")
+    metrics = (
+        MetricSpec(name="SR", label="SR", column="success", headline=True,
+                   description="share of tasks solved (formal: last subtask correct; travel: every traveller passes)"),
+        MetricSpec(name="PS", label="PS", aggregate="ratio", numerator="ps_numerator", denominator="ps_denominator",
+                   headline=True, description="progress: mean per-task share of correct subtasks (travel: "
+                                              "passing travellers over all travellers)"),
+        MetricSpec(name="sPS", label="sPS", key="soft_progress", headline=True,
+                   description="soft progress (travel): mean per task of the constraint slots satisfied, over tasks "
+                               "with constraint slots"),
+        MetricSpec(name="PS_task_mean", label="PS (task mean)", column="reward",
+                   description="mean per-task share of correct subtasks (travel's other definition of PS)"),
+        MetricSpec(name="env_reward", label="env reward", aggregate="ratio", numerator="env_passed",
+                   denominator="ps_denominator", description="travel: share of travellers whose own output "
+                                                             "passes upstream's live seven-slot check"),
+    )
+
+    def task_ids(self, cell: MemoryArenaCell) -> list[str]:  # type: ignore[override]
+        known = [str(t.id) for t in _tasks(cell)]
+        if cell.tasks is not None:
+            missing = [t for t in cell.tasks if t not in set(known)]
+            if missing:
+                raise ValueError(f"memoryarena {cell.domain} ({cell.source}) has no tasks {missing}")
+            ids = list(cell.tasks)
+        else:
+            ids = known
+        return ids[: cell.limit] if cell.limit else ids
+
+    def data_checksums(self, cell: MemoryArenaCell) -> dict[str, str]:  # type: ignore[override]
+        path = task_file(cell.domain, cell.source)
+        _tasks(cell)  # verifies the rows
+        root = data_root()
+        sums = {f"memoryarena/{path.relative_to(root)}": file_sha256(path),
+                "memoryarena/prompts.json": file_sha256(root / "prompts.json")}
+        if cell.domain == "group_travel_planner":
+            sums["memoryarena/travel_tools.json"] = file_sha256(root / "travel_tools.json")
+            sums.update(travel_checksums())
+        return sums
+
+    def check_roles(self, cell: MemoryArenaCell, roles: dict[str, Any]) -> None:  # type: ignore[override]
+        if cell.domain not in RUNNABLE:
+            raise ValueError(f"memoryarena {cell.domain}: its store (WebShop over the product database) is not here "
+                             "yet; `flowstate memoryarena grade` grades its purchases")
+        if cell.domain in FORMAL and roles.get("judge", "none") == "none":
+            raise ValueError(f"memoryarena {cell.domain} judges every answer: name a judge (a model, or `scripted`)")
+
+    def preload(self, cell: MemoryArenaCell) -> None:  # type: ignore[override]
+        _tasks(cell)
+        prompts()
+        if cell.domain == "group_travel_planner":
+            travel_db()
+
+    def episode_roles(self, cell: MemoryArenaCell) -> frozenset[str]:  # type: ignore[override]
+        return frozenset({"judge", "tool_model"}) if cell.domain in FORMAL else frozenset()
+
+    def task_prompt(self, cell: MemoryArenaCell, task_id: str) -> TaskPrompt:  # type: ignore[override]
+        if cell.domain in FORMAL:
+            p = prompts()["formal_reasoning"]
+            return TaskPrompt(task_policy=p["agent_system_prompt"], available_tools=json.dumps(p["reasoning_tool_schema"]))
+        tools = "\n".join(json.dumps(t, ensure_ascii=False) for t in travel_tool_schemas()["tools"])
+        return TaskPrompt(task_policy=prompts()["group_travel_planner"]["system_prompt"], available_tools=tools)
+
+    def tool_names(self, cell: MemoryArenaCell, task_id: str) -> list[str]:  # type: ignore[override]
+        if cell.domain in FORMAL:
+            return ["reasoning"]
+        return [t["function"]["name"] for t in travel_tool_schemas()["tools"]]
+
+    async def environment(self, cell: MemoryArenaCell, task_id: str,  # type: ignore[override]
+                          callers: RoleCallers) -> BenchmarkEnvironment:
+        task = _task(cell, task_id)
+        if isinstance(task, FormalTask):
+            return FormalEpisode(task, callers.tool_model, max_tool_rounds=cell.max_tool_rounds)
+        assert isinstance(task, TravelTask)
+        return TravelEpisode(task, travel_db(), max_tool_steps=cell.max_tool_steps)
+
+    def scripted_judge(self, cell: MemoryArenaCell, task_id: str) -> Policy:  # type: ignore[override]
+        return ScriptedJudge()
+
+    async def grade(self, cell: MemoryArenaCell, task_id: str, record: EpisodeRecord,  # type: ignore[override]
+                    judge: Policy | None, *, basis: str | None = None) -> Grade:
+        if basis is not None:
+            raise ValueError("memoryarena grades on one basis only (upstream's); --basis does not apply")
+        task = _task(cell, task_id)
+        answers = final_responses(record.transcript, len(task.questions))
+        if isinstance(task, FormalTask):
+            return await _grade_formal(task, answers, judge)
+        assert isinstance(task, TravelTask)
+        return _grade_travel(task, answers)
+
+    def expected_calls(self, cell: MemoryArenaCell, task_id: str) -> tuple[float, float]:  # type: ignore[override]
+        subtasks = len(_task(cell, task_id).questions)
+        return (3.0 * subtasks, 2.0 * subtasks) if cell.domain in FORMAL else (12.0 * subtasks, 0.0)
+
+    def domain_label(self, domain: str) -> str:
+        return DOMAIN_LABELS.get(domain, domain)
+
+    def depth_panel(self, domain: str) -> str:
+        """Formal reasoning's depth curve pools math and physics (one panel in the paper's Figure 4)."""
+        return "formal_reasoning" if domain in FORMAL else domain
+
+    def oracle(self, spec: EpisodeSpec, method: MethodPlugin) -> Policy:
+        from pipeline.benchmarks.memoryarena.oracle import MemoryArenaOracle
+
+        return MemoryArenaOracle(_task(spec.cell.benchmark, spec.task_id), method.uses, spec.cell.method.protocol)
+
+    def add_commands(self, cli: CliHooks) -> None:
+        from pipeline.benchmarks.memoryarena.cli import add_commands
+
+        add_commands(cli)
+
+
+async def _grade_formal(task: FormalTask, answers: list[str | None], judge: Policy | None) -> Grade:
+    """Each answer judged (an empty one too, as upstream does)."""
+    if judge is None:
+        raise JudgeRequiredError("formal reasoning is graded by a judge model: none was given")
+    judged = []
+    for answer, truth in zip(answers, task.answers, strict=True):
+        response = (answer or "").strip()
+        messages = [ChatMessage(role=m["role"], content=m["content"]) for m in scoring.judge_messages(response, truth)]
+        judged.append((response, (await judge.complete(messages)).text))
+    result = scoring.grade_formal(task, judged)
+    return Grade(reward=result.progress, success=result.solved, basis="memoryarena: judge yes/no per subtask",
+                 metrics={"ps_numerator": result.progress, "ps_denominator": 1.0},
+                 requests=[RequestGrade(request=s.index, correct=s.correct, score=float(s.correct))
+                           for s in result.subtasks],
+                 detail_json=result.model_dump_json())
+
+
+def _grade_travel(task: TravelTask, answers: list[str | None]) -> Grade:
+    result = scoring.grade_travel(task, answers)
+    passed = sum(s.passed for s in result.subtasks)
+    metrics = {"ps_numerator": float(passed), "ps_denominator": float(len(result.subtasks)),
+               "env_passed": float(sum(s.env_reward for s in result.subtasks))}
+    if result.soft_progress is not None:
+        metrics["soft_progress"] = result.soft_progress
+    return Grade(reward=result.progress, success=result.solved, basis="memoryarena: six slots (eval.py)",
+                 metrics=metrics,
+                 requests=[RequestGrade(request=s.index, correct=s.passed,
+                                        score=s.constraint_passed / s.constraint_slots if s.constraint_slots else None,
+                                        credit_passed=s.constraint_passed, credit_total=s.constraint_slots,
+                                        reason=s.name) for s in result.subtasks],
+                 detail_json=json.dumps({**result.model_dump(exclude={"subtasks"}),
+                                         "subtasks": [s.as_json() for s in result.subtasks]}))
+
+
+MEMORYARENA = register_benchmark(MemoryArena())
