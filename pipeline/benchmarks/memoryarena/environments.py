@@ -38,10 +38,10 @@ class FormalEpisode(FixedRequests):
         self.tool_model = tool_model
         self.max_tool_rounds = max_tool_rounds
         self._rounds = 0
-        self._trace: list[dict[str, Any]] = []
+        self._traces: dict[int, list[dict[str, Any]]] = {}  # request -> its reasoning calls
 
     def _next(self) -> str | None:
-        self._rounds, self._trace = 0, []
+        self._rounds = 0
         return super()._next()
 
     async def execute(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
@@ -76,7 +76,7 @@ class FormalEpisode(FixedRequests):
         if not text.strip():  # upstream: the subtask's answer is then empty
             self.end_current_request()
             return ToolResult(content="Error executing reasoning: no reply after 3 attempts", error=True)
-        self._trace.append({"name": "reasoning", "input": problem, "output": text})
+        self._traces.setdefault(self.current, []).append({"name": "reasoning", "input": problem, "output": text})
         return ToolResult(content=text)
 
     def initial_memory(self) -> list[str]:
@@ -84,7 +84,7 @@ class FormalEpisode(FixedRequests):
 
     def memory_entries(self, outcome: RequestOutcome) -> list[str]:
         answer = (outcome.final_response or "").strip()
-        return [formal_memory_entry(self.task.questions[outcome.index - 1], answer, self._trace)]
+        return [formal_memory_entry(self.task.questions[outcome.index - 1], answer, self._traces.get(outcome.index, []))]
 
 
 async def _constant(result: ToolResult) -> ToolResult:
