@@ -10,9 +10,18 @@ one session interface and registered by name (:mod:`flowstate.methods`) and Algo
 (:mod:`flowstate.loop`). No Ray, no MLflow, no files: JSON in, JSON out.
 """
 
-from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Embedder, Embeddings, Policy, TokenUsage
+from flowstate.chat import (
+    ChatMessage,
+    Completion,
+    ContextOverflowError,
+    Embedder,
+    Embeddings,
+    Policy,
+    TokenUsage,
+    estimate_tokens,
+)
 from flowstate.environment import Environment, RequestEnd, ToolCall, ToolResult
-from flowstate.loop import EpisodeResult, LoopLimits, StepRunner, estimate_tokens, run_episode
+from flowstate.loop import EpisodeResult, LoopLimits, StepRunner, run_episode
 from flowstate.methods import (
     METHODS,
     Capability,

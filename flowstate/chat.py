@@ -6,7 +6,7 @@ policy) implements :class:`Policy`, so the loop never knows where completions co
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -17,6 +17,14 @@ class ChatMessage(BaseModel):
 
     role: Literal["system", "user", "assistant"]
     content: str
+
+
+TokenCounter = Callable[[str], int]
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters per token: a labelled estimate where no tokenizer is at hand."""
+    return (len(text) + 3) // 4
 
 
 class TokenUsage(BaseModel):

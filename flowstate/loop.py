@@ -8,12 +8,12 @@ recorded completions instead of calling a model.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Policy
+from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Policy, TokenCounter, estimate_tokens
 from flowstate.environment import Environment, RequestEnd, ToolResult
 from flowstate.methods import Capability, MethodSession, render_trajectory
 from flowstate.protocol import ParsedOutput, parse_output
@@ -26,14 +26,6 @@ MAX_STEPS = "max_steps"
 CONTEXT_OVERFLOW = "context_overflow"
 NO_REQUEST = "no_request"
 ENVIRONMENT_DONE = "environment_done"
-
-TokenCounter = Callable[[str], int]
-
-
-def estimate_tokens(text: str) -> int:
-    """About four characters per token: a labelled estimate where no tokenizer is at hand."""
-    return (len(text) + 3) // 4
-
 
 class LoopLimits(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -115,6 +115,7 @@ class EpisodeWorker:
             tool_model=metered("tool_model", "tool_model" in benchmark_roles),
             memory=metered("memory", Capability.MEMORY_MODEL in uses),
             embeddings=MeteredEmbedder(embedder, self.meter) if embedder is not None else None,
+            agent_prompt_tokens=self.models.agent_prompt_tokens(spec),
         )
 
     async def run(self, spec: EpisodeSpec, attempt: int) -> EpisodeSummary:

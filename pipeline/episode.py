@@ -47,6 +47,7 @@ class EpisodeCallers:
     tool_model: Policy | None = None
     memory: Policy | None = None
     embeddings: Embedder | None = None
+    agent_prompt_tokens: int | None = None  # see MethodCallers
 
 
 class EpisodeOutcome(BaseModel):
@@ -76,6 +77,7 @@ async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: 
     method_callers = MethodCallers(
         memory=log.chat(callers.memory, "memory", in_step=True) if Capability.MEMORY_MODEL in uses else None,
         embeddings=log.embedder(callers.embeddings) if Capability.EMBEDDINGS in uses else None,
+        agent_prompt_tokens=callers.agent_prompt_tokens,
     )
     session = new_session(spec.cell.method, benchmark.task_prompt(cell, spec.task_id),
                           benchmark.tool_names(cell, spec.task_id), method_callers)

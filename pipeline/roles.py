@@ -52,6 +52,11 @@ class EpisodeModels:
         engine = deployment.describe()["engine"]
         return deployment.policy(spec.episode_id, role, sampling_params(use.sampling, engine, spec.seed), context=spec)
 
+    def agent_prompt_tokens(self, spec: EpisodeSpec) -> int | None:
+        """What the agent's context window leaves for a prompt, where its deployment states a length."""
+        context = self.deployments[spec.cell.agent.deployment].spec.context_tokens()
+        return None if context is None else max(0, context - spec.cell.agent.sampling.max_tokens)
+
     def embedder(self, spec: EpisodeSpec) -> Embedder | None:
         if spec.embeddings is None:
             return None

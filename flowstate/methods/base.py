@@ -63,10 +63,14 @@ class MethodOptions(BaseModel):
 
 @dataclass(frozen=True)
 class MethodCallers:
-    """The models a session may call, as it declared them (see :class:`Capability`)."""
+    """The models a session may call, as it declared them (see :class:`Capability`), and the
+    agent's window."""
 
     memory: Policy | None = None
     embeddings: Embedder | None = None
+    # Tokens the agent's context window leaves for a prompt (its length minus the completion
+    # budget), where the deployment states its length; methods that trim their history use it.
+    agent_prompt_tokens: int | None = None
 
 
 class StateStats(BaseModel):
@@ -121,7 +125,11 @@ class MethodSession(ABC):
 
     async def messages(self, observation: Observation | None) -> list[ChatMessage]:
         """C_{k,t}: the system message and this step's input."""
-        slots = self.input_slots()
+        return self.compose(self.input_slots(), observation)
+
+    def compose(self, slots: dict[str, str], observation: Observation | None) -> list[ChatMessage]:
+        """The messages for the method's slots and this step's observation, query and feedback."""
+        slots = dict(slots)
         slots["observation"] = render_observation(observation)
         slots["query"] = self._query
         slots["feedback"] = self._feedback

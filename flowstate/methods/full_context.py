@@ -4,12 +4,21 @@ The paper gives only the template; here ``{full_trajectory}`` lists each user re
 output's tool calls and message, and each observation with its id. The latest observation appears
 only in ``<latest_observation>`` and joins the history one step later, so the serialized history is
 append-only (prefix-cache friendly).
+
+With ``history_tokens`` set (MemoryArena's Full Context keeps the last 120,000 tokens), the oldest
+history entries are dropped first until the history fits both that cap and what the agent's context
+window leaves after the rest of the prompt and the completion budget; each step that drops entries
+writes a ``history_dropped`` record. Tokens are the loop's labelled estimate (about four characters
+per token); unset, nothing is dropped and the prompt bytes are τ-bench's.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
+from flowstate.chat import ChatMessage, estimate_tokens
 from flowstate.methods.base import MethodCallers, MethodOptions, MethodSession, StateStats
 from flowstate.methods.render import output_line, render_observation, request_line
 from flowstate.prompts import TaskPrompt, system_prompt
@@ -21,15 +30,21 @@ from flowstate.state import observation_id
 
 class FullContextOptions(MethodOptions):
     name: Literal["full_context"] = "full_context"
+    # Keep at most this many tokens of history, newest first (None: keep everything). Dumped only
+    # when set, so the ids of jobs without it stay what they were.
+    history_tokens: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
 
 
 class FullContextSession(MethodSession):
     input_template = "full_context_input"
+    record_kinds = ("history_dropped",)
 
     def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
         self._entries: list[str] = []
+        self._entry_tokens: list[int] = []
+        self._dropped_tokens = 0
         self._latest: Observation | None = None
         self._request = 0
         self._step = 0
@@ -41,7 +56,17 @@ class FullContextSession(MethodSession):
         await super().begin_request(request)
         self._request = request.index
         self._step = 0
-        self._entries.append(request_line(self._request, request.query))
+        self._append(request_line(self._request, request.query))
+
+    @property
+    def history_tokens(self) -> int | None:
+        """The cap (a method built on this session may have options without one)."""
+        return getattr(self.options, "history_tokens", None)
+
+    async def messages(self, observation: Observation | None) -> list[ChatMessage]:
+        if self.history_tokens is not None:
+            self._drop_oldest(observation)
+        return await super().messages(observation)
 
     def input_slots(self) -> dict[str, str]:
         history = "\n".join(self._entries)
@@ -51,7 +76,7 @@ class FullContextSession(MethodSession):
     def apply_output(self, parsed: ParsedOutput) -> StepEffects:
         self._step += 1
         self._flush_latest()
-        self._entries.append(output_line(self._request, self._step, parsed.tool_calls, parsed.assistant_message))
+        self._append(output_line(self._request, self._step, parsed.tool_calls, parsed.assistant_message))
         return StepEffects()
 
     async def add_observation(self, step: int, content: str, summary: str) -> Observation:
@@ -64,5 +89,32 @@ class FullContextSession(MethodSession):
 
     def _flush_latest(self) -> None:
         if self._latest is not None:
-            self._entries.append(render_observation(self._latest))
+            self._append(render_observation(self._latest))
             self._latest = None
+
+    def _append(self, entry: str) -> None:
+        self._entries.append(entry)
+        self._entry_tokens.append(estimate_tokens(entry))
+
+    def _history_budget(self, observation: Observation | None) -> int:
+        """The cap, or less where the agent's window leaves less beside the rest of this prompt."""
+        budget = self.history_tokens or 0
+        window = self.callers.agent_prompt_tokens
+        if window is None:
+            return budget
+        rest = sum(estimate_tokens(m.content) for m in self.compose({"full_trajectory": ""}, observation))
+        return max(0, min(budget, window - rest))
+
+    def _drop_oldest(self, observation: Observation | None) -> None:
+        budget = self._history_budget(observation)
+        kept = sum(self._entry_tokens)
+        dropped = 0
+        while self._entries and kept > budget:
+            self._entries.pop(0)
+            tokens = self._entry_tokens.pop(0)
+            kept -= tokens
+            dropped += 1
+            self._dropped_tokens += tokens
+        if dropped:
+            self.record("history_dropped", {"entries": dropped, "history_tokens": kept, "budget_tokens": budget,
+                                            "dropped_tokens_total": self._dropped_tokens})

@@ -7,11 +7,13 @@ import json
 
 from flowstate import (
     FlowStateSession,
+    MethodCallers,
     ProtocolMode,
     RequestEnd,
     RequestOutcome,
     RequestStart,
     TaskPrompt,
+    estimate_tokens,
     new_session,
     parse_output,
 )
@@ -23,8 +25,9 @@ TASK = TaskPrompt(task_policy="POLICY-TEXT", available_tools="TOOLS-TEXT")
 class Driver:
     """Drives a session by hand, as the loop would (each call runs to completion)."""
 
-    def __init__(self, method: str | dict, tool_names: list[str] | None = None) -> None:
-        self.session = new_session(method, TASK, tool_names)
+    def __init__(self, method: str | dict, tool_names: list[str] | None = None,
+                 callers: MethodCallers = MethodCallers()) -> None:
+        self.session = new_session(method, TASK, tool_names, callers)
         self.request = 0
 
     def begin(self, query: str) -> None:
@@ -128,6 +131,59 @@ def test_full_context_history_is_append_only_and_shows_each_observation_once():
     assert histories[2].splitlines()[0] == "user (request 1): book it"
     assert histories[2].splitlines()[-1] == "user (request 2): thanks, and cancel"
     assert '"content": "Booked."' in histories[2]
+
+
+def _history(prompt: str) -> str:
+    return prompt.split("<trajectory_history>\n")[1].split("\n</trajectory_history>")[0]
+
+
+def _long_requests(driver: Driver, n: int, size: int = 400) -> list[str]:
+    """``n`` requests, each one tool call with an observation of ``size`` characters; the prompts."""
+    prompts = []
+    for k in range(1, n + 1):
+        driver.begin(f"request number {k}")
+        prompts.append(driver.messages()[1].content)
+        driver.apply(parse_output(tagged(calls=[{"name": "look", "arguments": {"k": k}}])))
+        obs = driver.observe(1, f"RESULT-{k}:" + "x" * size, "raw")
+        prompts.append(driver.messages(obs)[1].content)
+        driver.apply(parse_output(tagged(message=f"done {k}")))
+        driver.end()
+    return prompts
+
+
+def test_full_context_without_a_cap_keeps_everything_and_is_unchanged_in_identity():
+    driver = Driver("full_context")
+    prompts = _long_requests(driver, 6)
+    assert "request number 1" in _history(prompts[-1]) and driver.session.records == []
+    assert "history_tokens" not in driver.session.options.identity()  # unset options leave ids as they were
+
+
+def test_full_context_with_a_cap_drops_the_oldest_history_first_and_records_it():
+    driver = Driver({"name": "full_context", "history_tokens": 300})
+    prompts = _long_requests(driver, 6)
+    histories = [_history(p) for p in prompts]
+    assert all(estimate_tokens(h) <= 300 + 8 for h in histories)  # entries are joined by newlines
+    last = histories[-1]
+    assert "RESULT-6" in prompts[-1] and "request number 6" in last and "request number 1" not in last
+    kept = [k for k in range(1, 6) if f"RESULT-{k}:" in last]
+    assert kept and kept == list(range(kept[0], 6))  # a contiguous, newest suffix of the observations
+    records = driver.session.records
+    assert records and {r.kind for r in records} == {"history_dropped"}
+    totals = [r.payload["dropped_tokens_total"] for r in records]
+    assert totals == sorted(totals) and all(r.payload["entries"] >= 1 for r in records)
+    assert all(r.payload["history_tokens"] <= r.payload["budget_tokens"] == 300 for r in records)
+    assert 1 < records[0].request < 6  # nothing is dropped while the history fits
+
+
+def test_full_context_cap_gives_way_to_the_agents_context_window():
+    window = 1200
+    driver = Driver({"name": "full_context", "history_tokens": 120_000}, callers=MethodCallers(agent_prompt_tokens=window))
+    prompts = _long_requests(driver, 12)
+    system = estimate_tokens(driver.session.system_message.content)
+    assert all(system + estimate_tokens(p) <= window + 8 for p in prompts)
+    budgets = {r.payload["budget_tokens"] for r in driver.session.records}
+    assert budgets and max(budgets) < window < 120_000
+    assert "request number 12" in _history(prompts[-1])
 
 
 def test_full_context_ignores_state_blocks_with_a_warning():

@@ -39,8 +39,10 @@ def test_a_valid_job_gets_the_papers_sampling_defaults(tmp_path):
     assert (sampling.temperature, sampling.top_p, sampling.max_tokens, sampling.enable_thinking) == (0.1, 1.0, 32768, False)
 
 
-@pytest.mark.parametrize(("name", "cells", "episodes"), [("oracle.yaml", 4, 328), ("paper-taubench.yaml", 4, 328),
-                                                         ("smoke.yaml", 4, 4)])
+@pytest.mark.parametrize(("name", "cells", "episodes"), [
+    ("oracle.yaml", 4, 328), ("paper-taubench.yaml", 4, 328), ("smoke.yaml", 4, 4),
+    ("oracle-memoryarena.yaml", 6, 24), ("smoke-memoryarena.yaml", 4, 4),
+])
 def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, monkeypatch):
     """Each job parses and expands (its ids are pinned in test_golden.py); all compare with Full Context."""
     monkeypatch.delenv("FLOWSTATE_MODEL", raising=False)
@@ -52,8 +54,41 @@ def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, monkeypat
     assert job.analysis.baseline == "full_context" and {m.name for m in job.methods} == {"flowstate", "full_context"}
 
 
+# The paper's MemoryArena jobs read the dataset users fetch: checked here up to their cells.
+PAPER_MEMORYARENA = {
+    "paper-memoryarena.yaml": ({"group_travel_planner", "formal_reasoning_math", "formal_reasoning_phys"},
+                               {"flowstate", "full_context"}, 1, "full_context"),
+    "paper-ablations.yaml": ({"group_travel_planner"}, {"flowstate"}, 1, "flowstate"),
+    "paper-models.yaml": ({"formal_reasoning_math", "formal_reasoning_phys"}, {"flowstate", "full_context"}, 3,
+                          "full_context"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_MEMORYARENA))
+def test_the_papers_memoryarena_jobs_have_its_settings(name, monkeypatch):
+    from pipeline.sweep import job_cells
+
+    for variable in ("FLOWSTATE_MODEL", "FLOWSTATE_MODEL_A", "FLOWSTATE_MODEL_B", "FLOWSTATE_API_MODEL"):
+        monkeypatch.delenv(variable, raising=False)
+    domains, methods, models, baseline = PAPER_MEMORYARENA[name]
+    job = load_job(REPO_ROOT / "jobs" / name)
+    cells = job_cells(job)
+    assert {c.domain for c in cells} == domains and {c.method.name for c in cells} == methods
+    assert len(cells) == len(domains) * len(methods) * models and job.analysis.baseline == baseline
+    assert all(c.benchmark.source == "hf" and c.benchmark.tasks is None and c.benchmark.limit is None for c in cells)
+    for agent in job.agents:
+        s = agent.sampling
+        assert (s.temperature, s.top_p, s.max_tokens, s.enable_thinking) == (0.1, 1.0, 32768, False)
+    assert all(c.method.history_tokens == 120_000 for c in cells if c.method.name == "full_context")
+    assert job.limits.max_steps_per_request == 2 * cells[0].benchmark.max_tool_steps
+    monkeypatch.setenv("FLOWSTATE_MODEL", "org/other-model")
+    assert load_job(REPO_ROOT / "jobs" / name).deployments != job.deployments or name == "paper-models.yaml"
+
+
 def test_the_shipped_jobs_are_the_ones_tested():
-    assert sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml")) == ["oracle.yaml", "paper-taubench.yaml", "smoke.yaml"]
+    assert sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml")) == sorted(
+        ["oracle.yaml", "paper-taubench.yaml", "smoke.yaml", "oracle-memoryarena.yaml", "smoke-memoryarena.yaml",
+         *PAPER_MEMORYARENA])
 
 
 @pytest.mark.parametrize(("edit", "expected"), [
@@ -69,8 +104,8 @@ def test_the_shipped_jobs_are_the_ones_tested():
     # the unions of registered plug-ins: an unknown name lists the known ones, an option is the plug-in's own
     (("  - {name: flowstate}", "  - {name: bm26}"), r"job.yaml:5: methods.0: Input tag 'bm26' .*'flowstate', 'full_context'"),
     (("  - {name: flowstate}", "  - {name: flowstate, top_k: 3}"), r"job.yaml:5: unknown key 'methods.0.top_k'"),
-    (("{benchmark: taubench, domain: airline", "{benchmark: memoryarena, domain: airline"),
-     r"job.yaml:3: benchmarks.0: Input tag 'memoryarena' .*'taubench'"),
+    (("{benchmark: taubench, domain: airline", "{benchmark: webarena, domain: airline"),
+     r"job.yaml:3: benchmarks.0: Input tag 'webarena' .*'memoryarena', 'taubench'"),
     (("{benchmark: taubench, domain: airline", "{domain: airline"),
      r"benchmarks.0: Unable to extract tag using discriminator 'benchmark'"),
     (("  oracle: {kind: scripted, name: oracle}", "  oracle: {kind: tgi, name: oracle}"), r"deployments.oracle: Input tag 'tgi'"),

@@ -21,8 +21,13 @@ IDS = json.loads((GOLDEN / "shipped_job_ids.json").read_text())
 PROMPTS = json.loads((GOLDEN / "taubench_prompts.json").read_text())
 
 
+# Jobs over data the tests do not have (MemoryArena's dataset, which users fetch): their ids hash
+# its checksums, so they are parsed and checked cell by cell in test_config.py instead.
+NEEDS_FETCHED_DATA = {"paper-ablations.yaml", "paper-memoryarena.yaml", "paper-models.yaml"}
+
+
 def test_every_shipped_job_is_pinned() -> None:
-    assert sorted(IDS) == sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml"))
+    assert sorted(IDS) == sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml") if p.name not in NEEDS_FETCHED_DATA)
 
 
 @pytest.mark.parametrize("job", sorted(IDS))

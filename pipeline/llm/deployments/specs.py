@@ -44,6 +44,10 @@ class DeploymentSpecBase(BaseModel):
         shapes its outputs, never replicas, hosts, URLs or timeouts."""
         raise NotImplementedError
 
+    def context_tokens(self) -> int | None:
+        """The model's context length where the spec states it (prompt plus completion)."""
+        return None
+
 
 class _ServedSpec(DeploymentSpecBase):
     """A deployment reached over HTTP: how its clients sample and retry."""
@@ -64,9 +68,14 @@ class EndpointSpec(_ServedSpec):
     api_key_env: str | None = None  # the *name* of the variable holding the key
     engine: Engine = "openai"
     startup_timeout_s: float = Field(default=30.0, gt=0)  # how long start() waits for /models
+    # The served model's context length, for methods that fit their history to it; dumped only when set.
+    context_length: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
 
     def identity(self) -> dict[str, Any]:
         return {"kind": self.kind, "engine": self.engine, "model": self.model}
+
+    def context_tokens(self) -> int | None:
+        return self.context_length
 
 
 class _ReplicatedSpec(_ServedSpec):
@@ -99,6 +108,9 @@ class LlamaCppSpec(_ReplicatedSpec):
         model = self.model_path.name if self.model_path else SMOLLM2_FILE
         return {"kind": self.kind, "model": model, "n_ctx": self.n_ctx, **({"embedding": True} if self.embedding else {})}
 
+    def context_tokens(self) -> int | None:
+        return self.n_ctx
+
     def gguf(self) -> Path:
         return self.model_path if self.model_path is not None else smollm2_gguf()
 
@@ -124,6 +136,9 @@ class VllmSpec(_ReplicatedSpec):
 
     def served_model(self) -> str:
         return self.served_model_name or self.model
+
+    def context_tokens(self) -> int | None:
+        return self.engine_args.get("max_model_len")  # unset: the model's own, which only vLLM knows
 
 
 class ScriptedSpec(DeploymentSpecBase):

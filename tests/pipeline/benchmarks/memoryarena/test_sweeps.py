@@ -1,0 +1,120 @@
+"""MemoryArena through the whole pipeline: the oracle sweep on the synthetic examples (SR = PS = 1 for
+every method, resume, Parquet, SQL, the report's tables and Figure 4, MLflow) and the embedded default
+(SmolLM2 on llama.cpp as agent, judge and tool model) on one math and one two-traveller travel task."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from mlflow import MlflowClient
+
+from pipeline.cli import main
+from pipeline.launch import SweepResult, run_sweep
+from tests.conftest import REPO_ROOT
+from tests.pipeline.llm.llamacpp import require_llamacpp
+
+pytestmark = pytest.mark.slow
+
+ORACLE_JOB = REPO_ROOT / "jobs" / "oracle-memoryarena.yaml"
+METHODS = {"flowstate", "full_context"}
+TASKS = {"formal_reasoning_math": 4, "formal_reasoning_phys": 3, "group_travel_planner": 5}
+SUBTASKS = {"formal_reasoning_math": 12, "formal_reasoning_phys": 10, "group_travel_planner": 13}
+
+
+def rows(sweep: Path, table: str, sql: str) -> list[tuple]:
+    files = str(sweep / table / "**" / "*.parquet")
+    return duckdb.sql(sql.replace("{T}", f"read_parquet('{files}', union_by_name = true, hive_partitioning = false)")).fetchall()
+
+
+@pytest.fixture(scope="module")
+def oracle_sweep(ray_local, tmp_path_factory) -> tuple[SweepResult, Path]:
+    out = tmp_path_factory.mktemp("oracle-memoryarena")
+    return run_sweep(ORACLE_JOB, out=out), out
+
+
+def test_the_oracle_solves_every_subtask_with_every_method(oracle_sweep) -> None:
+    result, _ = oracle_sweep
+    episodes = sum(TASKS.values()) * len(METHODS)
+    assert (result.completed, result.failed, result.grading_failed) == (episodes, 0, 0)
+    assert rows(result.sweep_dir, "episodes", "SELECT domain, count(*), bool_and(success), min(reward), "
+                                              "min(metrics['ps_numerator'] = metrics['ps_denominator']) "
+                                              "FROM {T} GROUP BY domain ORDER BY domain") == [
+        (domain, n * len(METHODS), True, 1.0, True) for domain, n in sorted(TASKS.items())]
+    # every subtask is a request of its own, graded on its own; each ended by the agent's answer
+    graded = rows(result.sweep_dir, "request_outcomes", "SELECT domain, count(*), bool_and(correct) FROM {T} "
+                                                        "GROUP BY domain ORDER BY domain")
+    assert graded == [(domain, n * len(METHODS), True) for domain, n in sorted(SUBTASKS.items())]
+    assert rows(result.sweep_dir, "episodes", "SELECT DISTINCT termination FROM {T}") == [("requests_done",)]
+    # travel looks the facts up with its tools; formal reasoning asks the reasoning tool (the tool
+    # model: the oracle again) once per task, on the first subtask
+    tools = dict(rows(result.sweep_dir, "steps", "SELECT domain, count(*) FILTER (WHERE len(tool_calls) > 0) "
+                                                 "FROM {T} GROUP BY domain"))
+    assert tools["group_travel_planner"] > 0
+    assert tools["formal_reasoning_math"] == TASKS["formal_reasoning_math"] * len(METHODS)
+    assert rows(result.sweep_dir, "messages", "SELECT count(*) FROM {T} WHERE caller = 'tool_model'") == [
+        ((TASKS["formal_reasoning_math"] + TASKS["formal_reasoning_phys"]) * len(METHODS),)]
+    assert not list(result.sweep_dir.rglob("*.tmp"))
+
+
+def test_a_second_run_finds_every_episode_and_runs_none(oracle_sweep) -> None:
+    result, out = oracle_sweep
+    again = run_sweep(ORACLE_JOB, out=out)
+    assert (again.sweep_id, again.skipped, again.completed) == (result.sweep_id, result.episodes, 0)
+    assert rows(result.sweep_dir, "episodes", "SELECT count(*), count(DISTINCT episode_id) FROM {T}") == [
+        (result.episodes, result.episodes)]
+
+
+def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    result, _ = oracle_sweep
+    assert main(["query", "scores", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
+    scores = {(r["domain"], r["method"], r["metric"]): r["value"] for r in json.loads(capsys.readouterr().out)}
+    for domain in TASKS:
+        for method in METHODS:
+            assert scores[(domain, method, "SR")] == scores[(domain, method, "PS")] == 1.0
+    assert scores[("group_travel_planner", "flowstate", "sPS")] == 1.0
+    assert scores[("formal_reasoning_math", "flowstate", "sPS")] is None  # undefined outside travel: NULL, not 0
+    assert main(["query", "depth_accuracy", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
+    depth = json.loads(capsys.readouterr().out)
+    assert {r["domain"] for r in depth} == {"formal_reasoning", "group_travel_planner"}  # math and physics pooled
+    assert {r["acc_k"] for r in depth} == {100.0} and max(r["k"] for r in depth) == 4
+
+    report = tmp_path / "report.md"
+    assert main(["report", str(result.sweep_dir), "--out", str(report)]) == 0
+    text = report.read_text()
+    assert "## Table 1: results per environment" in text and "baseline: `full_context`" in text
+    header = next(line for line in text.splitlines() if line.startswith("| Model | Method | Math SR"))
+    assert "| Physics SR | Physics PS |" in header and "| Travel sPS | Travel #Tok |" in header
+    assert "| oracle | Δ flowstate vs. full_context | +0.0 | +0.0 |" in text
+    assert "## Table 4: depth retention" in text and (tmp_path / "report_fig4_depth.png").is_file()
+
+    manifest = json.loads((result.sweep_dir / "manifest.json").read_text())
+    client = MlflowClient(result.tracking_uri)
+    cells = client.search_runs([client.get_experiment_by_name("flowstate-oracle-memoryarena").experiment_id],
+                               f"tags.`mlflow.parentRunId` = '{manifest['mlflow_run_id']}'")
+    assert len(cells) == len(TASKS) * len(METHODS)
+    for run in cells:
+        assert run.data.metrics["SR"] == run.data.metrics["PS"] == 1.0
+        if run.data.tags["method"] == "flowstate":
+            assert run.data.metrics["vs_baseline.d_SR"] == 0.0
+
+
+def test_the_embedded_default_runs_math_and_travel_on_a_real_model(ray_local, tmp_path: Path) -> None:
+    """jobs/smoke-memoryarena.yaml as shipped: SmolLM2 is the agent, the judge and the tool model."""
+    require_llamacpp()
+    result = run_sweep(REPO_ROOT / "jobs" / "smoke-memoryarena.yaml", out=tmp_path / "runs")
+    assert (result.completed + result.grading_failed, result.failed) == (4, 0)
+    assert rows(result.sweep_dir, "episodes", "SELECT domain, count(*), min(n_requests) FROM {T} "
+                                              "GROUP BY domain ORDER BY domain") == [
+        ("formal_reasoning_math", 2, 2), ("group_travel_planner", 2, 2)]  # both subtasks / travellers ran
+    calls = dict(rows(result.sweep_dir, "messages", "SELECT caller, count(*) FILTER (WHERE prompt_tokens > 0) "
+                                                    "FROM {T} GROUP BY caller"))
+    assert calls["agent"] > 0 and calls["judge"] == 4  # each math subtask judged once, per method
+    assert set(calls) <= {"agent", "judge", "tool_model"}
+    # the judge's and the tool model's tokens are counted apart from #Tok
+    tokens = rows(result.sweep_dir, "episodes", "SELECT bool_and(tokens = agent_prompt_tokens + agent_completion_tokens), "
+                                                "sum(judge_prompt_tokens) > 0 FROM {T}")
+    assert tokens == [(True, True)]
