@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
-from pipeline.data import DATA_ENV_VAR, BenchmarkDataError, sha256_file
+from pipeline.data import DATA_ENV_VAR, BenchmarkDataError
 
 SUBDIR = "memoryarena"
 Config = Literal["bundled_shopping", "group_travel_planner", "formal_reasoning_math", "formal_reasoning_phys"]
@@ -168,10 +168,6 @@ def load_tasks(path: Path, config: Config) -> list[Task]:
     if key not in _loaded:
         _loaded[key] = parse_tasks(path.read_text(encoding="utf-8"), config, str(path))
     return _loaded[key]
-
-
-def file_sha256(path: Path) -> str:
-    return sha256_file(path)
 
 
 # -- verbatim strings and schemas --------------------------------------------------------------------

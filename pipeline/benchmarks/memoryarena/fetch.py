@@ -24,9 +24,8 @@ from pipeline.benchmarks.memoryarena.data import (
     HF_SHA256,
     SUBDIR,
     MemoryArenaDataError,
-    file_sha256,
 )
-from pipeline.data import download
+from pipeline.data import download, sha256_file
 
 DEFAULT_BASE_URL = f"https://huggingface.co/datasets/{HF_DATASET}/resolve/{HF_REVISION}"
 
@@ -57,7 +56,7 @@ def fetch_memoryarena(data_dir: str | os.PathLike[str], *, base_url: str = DEFAU
     accepted: dict[str, str] = {}
     for config in CONFIGS:
         target = root / config / "data.jsonl"
-        if target.is_file() and file_sha256(target) == expected[config]:
+        if target.is_file() and sha256_file(target) == expected[config]:
             report.already_present.append(config)
             continue
         data = download(f"{base_url.rstrip('/')}/{config}/data.jsonl", timeout, MemoryArenaDataError)

@@ -18,7 +18,6 @@ from pipeline.benchmarks.memoryarena.data import (
     Task,
     TravelTask,
     data_root,
-    file_sha256,
     load_tasks,
     prompts,
     task_file,
@@ -40,6 +39,7 @@ from pipeline.benchmarks.plugin import (
     register_benchmark,
 )
 from pipeline.benchmarks.requests import final_responses
+from pipeline.data import sha256_file
 
 if TYPE_CHECKING:
     from pipeline.cli_support import CliHooks
@@ -128,10 +128,10 @@ class MemoryArena(Benchmark):
         path = task_file(cell.domain, cell.source)
         _tasks(cell)  # verifies the rows
         root = data_root()
-        sums = {f"memoryarena/{path.relative_to(root)}": file_sha256(path),
-                "memoryarena/prompts.json": file_sha256(root / "prompts.json")}
+        sums = {f"memoryarena/{path.relative_to(root)}": sha256_file(path),
+                "memoryarena/prompts.json": sha256_file(root / "prompts.json")}
         if cell.domain == "group_travel_planner":
-            sums["memoryarena/travel_tools.json"] = file_sha256(root / "travel_tools.json")
+            sums["memoryarena/travel_tools.json"] = sha256_file(root / "travel_tools.json")
             sums.update(travel_checksums())
         return sums
 

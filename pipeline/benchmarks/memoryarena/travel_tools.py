@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.benchmarks.memoryarena.data import MemoryArenaDataError, data_root, file_sha256
+from pipeline.benchmarks.memoryarena.data import MemoryArenaDataError, data_root
+from pipeline.data import sha256_file
 
 TABLES: dict[str, str] = {
     "flights": "flights/clean_Flights_2022.csv",
@@ -64,7 +65,7 @@ def checksums(data_dir: str | Path | None = None) -> dict[str, str]:
         if not path.is_file():
             raise MemoryArenaDataError(f"travel table {path} is missing: set FLOWSTATE_DATA to the folder holding "
                                        "memoryarena/travel_db/")
-        actual = file_sha256(path)
+        actual = sha256_file(path)
         if actual != expected and path.parent.name != "full_flights":
             raise MemoryArenaDataError(f"travel table {path} has SHA-256 {actual}, expected {expected} "
                                        "(travel_db/SOURCE.md): a different or corrupt file")
