@@ -32,7 +32,7 @@ def test_the_examples_load_in_file_order_with_their_ids() -> None:
 
 def test_notes_blank_lines_and_extra_fields_are_ignored() -> None:
     text = lines("# a note", {**FORMAL, "id": 3, "extra": {"ignored": True}}, "", "  ", FORMAL)
-    assert [t.id for t in parse_tasks(text, "formal_reasoning_math", "f.jsonl")] == [3, 7]
+    assert [t.id for t in parse_tasks(text, "formal_reasoning_math", "f.jsonl")] == [3, 7]  # ids, not lines (checklist 20)
     [travel] = parse_tasks(lines(TRAVEL), "group_travel_planner", "t.jsonl")
     assert travel.answers[0][0] == DAY  # days kept as the file has them (missing keys and nulls differ)
     [shop] = parse_tasks(lines(SHOPPING), "bundled_shopping", "s.jsonl")

@@ -59,7 +59,7 @@ def test_a_reasoning_tool_that_never_answers_ends_the_subtask_with_no_answer() -
     assert [m.content for m in env.transcript if m.role == "assistant" and not m.tool_calls] == ["a2", "a3"]
 
 
-def test_after_three_tool_rounds_the_agent_is_asked_for_its_final_answer() -> None:
+def test_after_three_tool_rounds_the_agent_is_asked_for_its_final_answer() -> None:  # checklist 17
     task = example_tasks("formal_reasoning_math")[0]
     env = FormalEpisode(task, ToolModel([]))
     script = [tagged(calls=[REASON])] * 4 + [tagged(message="final"), tagged(message="a2"), tagged(message="a3")]
@@ -82,7 +82,7 @@ def test_formal_memory_entries_are_upstreams() -> None:
         f"## Task: {task.questions[1]}\n## solution: a2\n"]
 
 
-def test_travel_limits_tool_steps_and_stores_what_upstream_stores() -> None:
+def test_travel_limits_tool_steps_and_stores_what_upstream_stores() -> None:  # checklist 17
     task = example_tasks("group_travel_planner")[3]  # 1004: two travellers
     env = TravelEpisode(task, travel_db_at(TRAVEL_DB), max_tool_steps=2)
     search = {"name": "RestaurantSearch", "arguments": {"city": "Stockton"}}
@@ -104,7 +104,7 @@ def test_travel_limits_tool_steps_and_stores_what_upstream_stores() -> None:
 
 @settings(max_examples=20, deadline=None)
 @given(st.sampled_from(example_tasks("group_travel_planner")), st.sampled_from(example_tasks("group_travel_planner")))
-def test_an_episode_never_sees_another_tasks_data(mine, other) -> None:  # noqa: ANN001
+def test_an_episode_never_sees_another_tasks_data(mine, other) -> None:  # noqa: ANN001 - checklist 18
     if mine.id == other.id:
         return
     env = TravelEpisode(mine, travel_db_at(TRAVEL_DB))
