@@ -114,7 +114,7 @@ def main() -> None:
     print("one-time loads per process: " + ", ".join(f"{k} {v:.1f} ms" for k, v in loads.items()))
 
     pairs = [(cell, task_id, method) for cell in cells() for task_id in MEMORYARENA.task_ids(cell)
-             for method in ("flowstate", "full_context")]
+             for method in ("flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu")]
     setups = [ms(lambda p=p: asyncio.run(setup(*p))) for _ in range(args.repeats) for p in pairs]
     print(summary("episode setup (session + env)", setups))
 

@@ -117,6 +117,18 @@ class FlowStateRuntime:
             disclosed_from=[node.source_request for node in revealed.values()],
         )
 
+    def disclose_indexed(self) -> list[str]:
+        """Disclose every state the index lists, content and relations (FlowState w/o PSA: the
+        history is in the Active State from the start of the request)."""
+        ids = [node.state_id for node in self.repository.nodes() if self.repository.is_indexed(node.state_id)]
+        revealed = disclose(self.state(), ids)
+        self._disclosed.update(revealed)
+        return list(revealed)
+
+    def observation_ids(self) -> list[str]:
+        """The current request's observations, in step order."""
+        return list(self._observations)
+
     def state(self) -> ActiveState:
         """S_k,t as it stands (with M_k and the request's observations, which the rules consult)."""
         return ActiveState(request=self.request_index, repository=self.repository, current=self._current,

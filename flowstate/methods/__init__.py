@@ -5,6 +5,12 @@ A new method is one module: an options model (``name: Literal["my_method"]`` plu
 """
 
 from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
+from flowstate.methods.flowstate_ablations import (
+    FlowStateNoIsuOptions,
+    FlowStateNoIsuSession,
+    FlowStateNoPsaOptions,
+    FlowStateNoPsaSession,
+)
 from flowstate.methods.flowstate_method import FlowStateOptions, FlowStateSession
 from flowstate.methods.full_context import FullContextOptions, FullContextSession
 from flowstate.methods.registry import (
@@ -19,9 +25,12 @@ from flowstate.methods.render import render_trajectory
 
 register_method(FlowStateOptions, FlowStateSession)
 register_method(FullContextOptions, FullContextSession)
+register_method(FlowStateNoPsaOptions, FlowStateNoPsaSession)
+register_method(FlowStateNoIsuOptions, FlowStateNoIsuSession)
 
 __all__ = [
-    "METHODS", "Capability", "FlowStateOptions", "FlowStateSession", "FullContextOptions", "FullContextSession",
+    "METHODS", "Capability", "FlowStateNoIsuOptions", "FlowStateNoIsuSession", "FlowStateNoPsaOptions",
+    "FlowStateNoPsaSession", "FlowStateOptions", "FlowStateSession", "FullContextOptions", "FullContextSession",
     "MethodCallers", "MethodOptions", "MethodPlugin", "MethodSession", "StateStats", "method_options",
     "method_plugin", "new_session", "register_method", "render_trajectory",
 ]

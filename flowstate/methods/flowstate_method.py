@@ -34,11 +34,10 @@ class FlowStateSession(MethodSession):
         self._index_states = 0
 
     def system_prompt(self, task: TaskPrompt) -> str:
-        return system_prompt(
-            method_rules="\n" + template("flowstate_rules") + "\n",
-            output_protocol=self.output_protocol("flowstate"),
-            task=task,
-        )
+        return self._system_prompt(template("flowstate_rules"), task)
+
+    def _system_prompt(self, rules: str, task: TaskPrompt) -> str:
+        return system_prompt(method_rules="\n" + rules + "\n", output_protocol=self.output_protocol("flowstate"), task=task)
 
     async def begin_request(self, request: RequestStart) -> None:
         await super().begin_request(request)

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from flowstate.chat import ChatMessage, estimate_tokens
 from flowstate.methods.base import MethodCallers, MethodOptions, MethodSession, StateStats
-from flowstate.methods.render import output_line, render_observation, request_line
+from flowstate.methods.trajectory import Trajectory
 from flowstate.prompts import TaskPrompt, system_prompt
 from flowstate.protocol import ParsedOutput
 from flowstate.records import RequestOutcome, RequestStart
@@ -42,26 +42,24 @@ class FullContextSession(MethodSession):
     def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
-        self._entries: list[str] = []
-        self._entry_tokens: list[int] = []
+        self.trajectory = Trajectory()
         self._dropped_tokens = 0
-        self._latest: Observation | None = None
         self._request = 0
         self._step = 0
 
     def system_prompt(self, task: TaskPrompt) -> str:
         return system_prompt(method_rules="", output_protocol=self.output_protocol("react"), task=task)
 
-    async def begin_request(self, request: RequestStart) -> None:
-        await super().begin_request(request)
-        self._request = request.index
-        self._step = 0
-        self._append(request_line(self._request, request.query))
-
     @property
     def history_tokens(self) -> int | None:
         """The cap (a method built on this session may have options without one)."""
         return getattr(self.options, "history_tokens", None)
+
+    async def begin_request(self, request: RequestStart) -> None:
+        await super().begin_request(request)
+        self._request = request.index
+        self._step = 0
+        self.trajectory.add_request(self._request, request.query)
 
     async def messages(self, observation: Observation | None) -> list[ChatMessage]:
         if self.history_tokens is not None:
@@ -69,32 +67,22 @@ class FullContextSession(MethodSession):
         return await super().messages(observation)
 
     def input_slots(self) -> dict[str, str]:
-        history = "\n".join(self._entries)
+        history = self.trajectory.text()
         self.last_stats = StateStats(active_state_text=history)
         return {"full_trajectory": history}
 
     def apply_output(self, parsed: ParsedOutput) -> StepEffects:
         self._step += 1
-        self._flush_latest()
-        self._append(output_line(self._request, self._step, parsed.tool_calls, parsed.assistant_message))
+        self.trajectory.add_output(self._request, self._step, parsed)
         return StepEffects()
 
     async def add_observation(self, step: int, content: str, summary: str) -> Observation:
         obs = Observation(obs_id=observation_id(self._request, step), content=content, summary=summary)
-        self._latest = obs
+        self.trajectory.observe(obs)
         return obs
 
     async def end_request(self, outcome: RequestOutcome) -> None:
-        self._flush_latest()  # a request cut short right after a tool call
-
-    def _flush_latest(self) -> None:
-        if self._latest is not None:
-            self._append(render_observation(self._latest))
-            self._latest = None
-
-    def _append(self, entry: str) -> None:
-        self._entries.append(entry)
-        self._entry_tokens.append(estimate_tokens(entry))
+        self.trajectory.flush()
 
     def _history_budget(self, observation: Observation | None) -> int:
         """The cap, or less where the agent's window leaves less beside the rest of this prompt."""
@@ -107,14 +95,8 @@ class FullContextSession(MethodSession):
 
     def _drop_oldest(self, observation: Observation | None) -> None:
         budget = self._history_budget(observation)
-        kept = sum(self._entry_tokens)
-        dropped = 0
-        while self._entries and kept > budget:
-            self._entries.pop(0)
-            tokens = self._entry_tokens.pop(0)
-            kept -= tokens
-            dropped += 1
+        entries, tokens = self.trajectory.drop_oldest(budget)
+        if entries:
             self._dropped_tokens += tokens
-        if dropped:
-            self.record("history_dropped", {"entries": dropped, "history_tokens": kept, "budget_tokens": budget,
-                                            "dropped_tokens_total": self._dropped_tokens})
+            self.record("history_dropped", {"entries": entries, "history_tokens": sum(self.trajectory.tokens),
+                                            "budget_tokens": budget, "dropped_tokens_total": self._dropped_tokens})

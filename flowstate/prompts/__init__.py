@@ -33,6 +33,30 @@ def fill(text: str, slots: dict[str, str]) -> str:
     return _SLOT.sub(lambda m: slots[m.group(1)], text)
 
 
+def edited(text: str, *, remove: tuple[str, ...] = (), replace: tuple[tuple[str, str], ...] = ()) -> str:
+    """``text`` with each part of ``remove`` cut out and each ``(old, new)`` of ``replace`` applied to
+    every occurrence. A part that is not there is an error: a variant's edit of a shared template
+    fails loudly when the template changes, instead of silently doing nothing."""
+    for part in remove:
+        if part not in text:
+            raise ValueError(f"template edit: {part[:60]!r} not found")
+        text = text.replace(part, "", 1)
+    for old, new in replace:
+        if old not in text:
+            raise ValueError(f"template edit: {old[:60]!r} not found")
+        text = text.replace(old, new)
+    return text
+
+
+def section(text: str, heading: str) -> str:
+    """The section of a rules text that starts at ``heading`` (with the blank line before it) and
+    runs to the next heading of the same level or the end."""
+    start = text.index("\n\n" + heading)
+    level = heading.split(" ", 1)[0]
+    end = text.find(f"\n\n{level} ", start + 2)
+    return text[start:] if end < 0 else text[start:end]
+
+
 class TaskPrompt(BaseModel):
     """What a benchmark contributes to every method's system prompt."""
 

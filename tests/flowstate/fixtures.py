@@ -4,11 +4,27 @@ Shared by the core tests and by pipeline tests that need a deterministic policy.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flowstate import ChatMessage, Completion, Environment, TokenUsage, ToolCall, ToolResult
+from flowstate import (
+    ChatMessage,
+    Completion,
+    Environment,
+    MethodCallers,
+    RequestEnd,
+    RequestOutcome,
+    RequestStart,
+    TaskPrompt,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+    new_session,
+)
+
+TASK = TaskPrompt(task_policy="POLICY-TEXT", available_tools="TOOLS-TEXT")
 
 
 def tagged(focus: Sequence[Any] = (), delta: Sequence[Any] = (), calls: Sequence[Any] = (), message: str | None = None) -> str:
@@ -90,3 +106,30 @@ class EnvironmentFixture(Environment):
             return None
         return self.requests.pop(0)
 
+
+class Driver:
+    """Drives a session by hand, as the loop would (each call runs to completion)."""
+
+    def __init__(self, method: str | dict, tool_names: list[str] | None = None,
+                 callers: MethodCallers = MethodCallers()) -> None:
+        self.session = new_session(method, TASK, tool_names, callers)
+        self.request = 0
+
+    def begin(self, query: str) -> None:
+        self.request += 1
+        self.session.clock.request, self.session.clock.step = self.request, 0
+        asyncio.run(self.session.begin_request(RequestStart(index=self.request, query=query, memory_query=query)))
+
+    def messages(self, observation=None):
+        return asyncio.run(self.session.messages(observation))
+
+    def apply(self, parsed):
+        return asyncio.run(self.session.apply(parsed))
+
+    def observe(self, step: int, content: str, summary: str):
+        return asyncio.run(self.session.add_observation(step, content, summary))
+
+    def end(self, final_response: str | None = None) -> None:
+        outcome = RequestOutcome(index=self.request, query="", ended=RequestEnd.RESPONSE, final_response=final_response,
+                                 steps=[])
+        asyncio.run(self.session.end_request(outcome))

@@ -162,8 +162,7 @@ def test_render_trajectory_matches_full_context() -> None:
     env = EnvironmentFixture(["q"], tools={"t": "raw"})
     result, session = _run(env, [tagged(calls=[{"name": "t", "arguments": {}}]), tagged(message="ok")], method="full_context")
     outcome = RequestOutcome(index=1, query="q", ended=RequestEnd.RESPONSE, final_response="ok", steps=result.steps)
-    history = session._entries  # noqa: SLF001 - what Full Context showed
-    assert render_trajectory(outcome) == "\n".join(history)
+    assert render_trajectory(outcome) == session.trajectory.text()  # what Full Context showed
 
 
 def test_records_need_a_declared_kind() -> None:

@@ -2,51 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from flowstate import (
     FlowStateSession,
     MethodCallers,
     ProtocolMode,
-    RequestEnd,
-    RequestOutcome,
-    RequestStart,
-    TaskPrompt,
     estimate_tokens,
-    new_session,
     parse_output,
 )
-from tests.flowstate.fixtures import add, tagged
-
-TASK = TaskPrompt(task_policy="POLICY-TEXT", available_tools="TOOLS-TEXT")
-
-
-class Driver:
-    """Drives a session by hand, as the loop would (each call runs to completion)."""
-
-    def __init__(self, method: str | dict, tool_names: list[str] | None = None,
-                 callers: MethodCallers = MethodCallers()) -> None:
-        self.session = new_session(method, TASK, tool_names, callers)
-        self.request = 0
-
-    def begin(self, query: str) -> None:
-        self.request += 1
-        self.session.clock.request, self.session.clock.step = self.request, 0
-        asyncio.run(self.session.begin_request(RequestStart(index=self.request, query=query, memory_query=query)))
-
-    def messages(self, observation=None):
-        return asyncio.run(self.session.messages(observation))
-
-    def apply(self, parsed):
-        return asyncio.run(self.session.apply(parsed))
-
-    def observe(self, step: int, content: str, summary: str):
-        return asyncio.run(self.session.add_observation(step, content, summary))
-
-    def end(self) -> None:
-        outcome = RequestOutcome(index=self.request, query="", ended=RequestEnd.RESPONSE, final_response=None, steps=[])
-        asyncio.run(self.session.end_request(outcome))
+from tests.flowstate.fixtures import Driver, add, tagged
 
 
 def test_flowstate_system_prompt_has_rules_policy_tools_and_protocol():

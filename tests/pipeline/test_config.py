@@ -39,11 +39,15 @@ def test_a_valid_job_gets_the_papers_sampling_defaults(tmp_path):
     assert (sampling.temperature, sampling.top_p, sampling.max_tokens, sampling.enable_thinking) == (0.1, 1.0, 32768, False)
 
 
-@pytest.mark.parametrize(("name", "cells", "episodes"), [
-    ("oracle.yaml", 4, 328), ("paper-taubench.yaml", 4, 328), ("smoke.yaml", 4, 4),
-    ("oracle-memoryarena.yaml", 6, 24), ("smoke-memoryarena.yaml", 4, 4),
+BOTH = {"flowstate", "full_context"}
+ALL_FOUR = BOTH | {"flowstate_no_psa", "flowstate_no_isu"}
+
+
+@pytest.mark.parametrize(("name", "cells", "episodes", "methods"), [
+    ("oracle.yaml", 4, 328, BOTH), ("paper-taubench.yaml", 4, 328, BOTH), ("smoke.yaml", 4, 4, BOTH),
+    ("oracle-memoryarena.yaml", 12, 48, ALL_FOUR), ("smoke-memoryarena.yaml", 4, 4, BOTH),
 ])
-def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, monkeypatch):
+def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, methods, monkeypatch):
     """Each job parses and expands (its ids are pinned in test_golden.py); all compare with Full Context."""
     monkeypatch.delenv("FLOWSTATE_MODEL", raising=False)
     from pipeline.sweep import expand
@@ -51,14 +55,15 @@ def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, monkeypat
     job = load_job(REPO_ROOT / "jobs" / name)
     sweep = expand(job)
     assert (len(sweep.cells), len(sweep.episodes)) == (cells, episodes)
-    assert job.analysis.baseline == "full_context" and {m.name for m in job.methods} == {"flowstate", "full_context"}
+    assert job.analysis.baseline == "full_context" and {m.name for m in job.methods} == methods
 
 
 # The paper's MemoryArena jobs read the dataset users fetch: checked here up to their cells.
 PAPER_MEMORYARENA = {
     "paper-memoryarena.yaml": ({"group_travel_planner", "formal_reasoning_math", "formal_reasoning_phys"},
-                               {"flowstate", "full_context"}, 1, "full_context"),
-    "paper-ablations.yaml": ({"group_travel_planner"}, {"flowstate"}, 1, "flowstate"),
+                               {"flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu"}, 1, "full_context"),
+    "paper-ablations.yaml": ({"group_travel_planner"}, {"flowstate", "flowstate_no_psa", "flowstate_no_isu"}, 1,
+                             "flowstate"),
     "paper-models.yaml": ({"formal_reasoning_math", "formal_reasoning_phys"}, {"flowstate", "full_context"}, 3,
                           "full_context"),
 }
