@@ -5,6 +5,7 @@ A new method is one module: an options model (``name: Literal["my_method"]`` plu
 """
 
 from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
+from flowstate.methods.bm25 import BM25Options, BM25Session
 from flowstate.methods.flowstate_ablations import (
     FlowStateNoIsuOptions,
     FlowStateNoIsuSession,
@@ -27,10 +28,12 @@ register_method(FlowStateOptions, FlowStateSession)
 register_method(FullContextOptions, FullContextSession)
 register_method(FlowStateNoPsaOptions, FlowStateNoPsaSession)
 register_method(FlowStateNoIsuOptions, FlowStateNoIsuSession)
+register_method(BM25Options, BM25Session)
 
 __all__ = [
-    "METHODS", "Capability", "FlowStateNoIsuOptions", "FlowStateNoIsuSession", "FlowStateNoPsaOptions",
-    "FlowStateNoPsaSession", "FlowStateOptions", "FlowStateSession", "FullContextOptions", "FullContextSession",
-    "MethodCallers", "MethodOptions", "MethodPlugin", "MethodSession", "StateStats", "method_options",
-    "method_plugin", "new_session", "register_method", "render_trajectory",
+    "METHODS", "BM25Options", "BM25Session", "Capability", "FlowStateNoIsuOptions", "FlowStateNoIsuSession",
+    "FlowStateNoPsaOptions", "FlowStateNoPsaSession", "FlowStateOptions", "FlowStateSession",
+    "FullContextOptions", "FullContextSession", "MethodCallers", "MethodOptions", "MethodPlugin",
+    "MethodSession", "StateStats", "method_options", "method_plugin", "new_session", "register_method",
+    "render_trajectory",
 ]

@@ -19,13 +19,10 @@ from typing import Literal
 from pydantic import Field
 
 from flowstate.chat import ChatMessage, estimate_tokens
-from flowstate.methods.base import MethodCallers, MethodOptions, MethodSession, StateStats
-from flowstate.methods.trajectory import Trajectory
-from flowstate.prompts import TaskPrompt, system_prompt
-from flowstate.protocol import ParsedOutput
-from flowstate.records import RequestOutcome, RequestStart
-from flowstate.runtime import Observation, StepEffects
-from flowstate.state import observation_id
+from flowstate.methods.base import MethodCallers, MethodOptions, StateStats
+from flowstate.methods.trajectory import TrajectorySession
+from flowstate.prompts import TaskPrompt
+from flowstate.runtime import Observation
 
 
 class FullContextOptions(MethodOptions):
@@ -35,31 +32,19 @@ class FullContextOptions(MethodOptions):
     history_tokens: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
 
 
-class FullContextSession(MethodSession):
+class FullContextSession(TrajectorySession):
     input_template = "full_context_input"
     record_kinds = ("history_dropped",)
 
     def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
-        self.trajectory = Trajectory()
         self._dropped_tokens = 0
-        self._request = 0
-        self._step = 0
-
-    def system_prompt(self, task: TaskPrompt) -> str:
-        return system_prompt(method_rules="", output_protocol=self.output_protocol("react"), task=task)
 
     @property
     def history_tokens(self) -> int | None:
         """The cap (a method built on this session may have options without one)."""
         return getattr(self.options, "history_tokens", None)
-
-    async def begin_request(self, request: RequestStart) -> None:
-        await super().begin_request(request)
-        self._request = request.index
-        self._step = 0
-        self.trajectory.add_request(self._request, request.query)
 
     async def messages(self, observation: Observation | None) -> list[ChatMessage]:
         if self.history_tokens is not None:
@@ -70,19 +55,6 @@ class FullContextSession(MethodSession):
         history = self.trajectory.text()
         self.last_stats = StateStats(active_state_text=history)
         return {"full_trajectory": history}
-
-    def apply_output(self, parsed: ParsedOutput) -> StepEffects:
-        self._step += 1
-        self.trajectory.add_output(self._request, self._step, parsed)
-        return StepEffects()
-
-    async def add_observation(self, step: int, content: str, summary: str) -> Observation:
-        obs = Observation(obs_id=observation_id(self._request, step), content=content, summary=summary)
-        self.trajectory.observe(obs)
-        return obs
-
-    async def end_request(self, outcome: RequestOutcome) -> None:
-        self.trajectory.flush()
 
     def _history_budget(self, observation: Observation | None) -> int:
         """The cap, or less where the agent's window leaves less beside the rest of this prompt."""

@@ -4,10 +4,16 @@ message, and each observation with its id. The latest observation joins the hist
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from flowstate.chat import estimate_tokens
+from flowstate.methods.base import MethodCallers, MethodOptions, MethodSession
 from flowstate.methods.render import output_line, render_observation, request_line
+from flowstate.prompts import TaskPrompt, system_prompt
 from flowstate.protocol import ParsedOutput
-from flowstate.runtime import Observation
+from flowstate.records import RequestOutcome, RequestStart
+from flowstate.runtime import Observation, StepEffects
+from flowstate.state import observation_id
 
 
 class Trajectory:
@@ -49,3 +55,40 @@ class Trajectory:
     def _append(self, entry: str) -> None:
         self.entries.append(entry)
         self.tokens.append(estimate_tokens(entry))
+
+
+class TrajectorySession(MethodSession):
+    """A ReAct session (tool calls and a message, no state blocks) whose input shows a trajectory:
+    the whole episode's (Full Context) or only the current request's (memory methods)."""
+
+    whole_episode: ClassVar[bool] = True
+
+    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+                 callers: MethodCallers = MethodCallers()) -> None:
+        super().__init__(task, options, tool_names, callers)
+        self.trajectory = Trajectory()
+        self._request = 0
+        self._step = 0
+
+    def system_prompt(self, task: TaskPrompt) -> str:
+        return system_prompt(method_rules="", output_protocol=self.output_protocol("react"), task=task)
+
+    async def begin_request(self, request: RequestStart) -> None:
+        await super().begin_request(request)
+        self._request, self._step = request.index, 0
+        if not self.whole_episode:
+            self.trajectory = Trajectory()
+        self.trajectory.add_request(request.index, request.query)
+
+    def apply_output(self, parsed: ParsedOutput) -> StepEffects:
+        self._step += 1
+        self.trajectory.add_output(self._request, self._step, parsed)
+        return StepEffects()
+
+    async def add_observation(self, step: int, content: str, summary: str) -> Observation:
+        obs = Observation(obs_id=observation_id(self._request, step), content=content, summary=summary)
+        self.trajectory.observe(obs)
+        return obs
+
+    async def end_request(self, outcome: RequestOutcome) -> None:
+        self.trajectory.flush()  # a request cut short right after a tool call

@@ -102,3 +102,34 @@ def test_the_parser_never_raises(pieces, mode):
     assert isinstance(out.state_focus, list) and isinstance(out.state_delta, list)
     if not "".join(pieces).strip():
         assert not out.usable and out.errors == ["empty output"]
+
+
+BUILTIN_METHODS = ["flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(method=st.sampled_from(BUILTIN_METHODS), protocol=st.sampled_from(["tagged", "json"]),
+       canary=st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=12, max_size=16))
+def test_no_memory_crosses_from_one_episode_to_the_next(method, protocol, canary):
+    """A canary in one episode's requests, observations, states and memory never reaches another episode."""
+    task = TaskPrompt(task_policy="P", available_tools="T")
+
+    def episode(marker: str) -> ScriptedPolicyFixture:
+        node = {"state_set": "knowledge", "operation": "add", "state_id": f"n_{marker}", "summary": marker,
+                "value": {"v": marker}, "refs": []}
+        outputs = [tagged(delta=[node], calls=[{"name": "look", "arguments": {"q": marker}}]), tagged(message=marker)] * 2
+        if protocol == "json":
+            outputs = [json.dumps({"state_focus": [], "state_delta": [node],
+                                   "tool_calls": [{"name": "look", "arguments": {"q": marker}}],
+                                   "assistant_message": {"content": None}}),
+                       json.dumps({"state_focus": [], "state_delta": [], "tool_calls": [],
+                                   "assistant_message": {"content": marker}})] * 2
+        policy = ScriptedPolicyFixture(outputs)
+        env = EnvironmentFixture([f"first {marker}", f"again {marker}"], tools={"look": f"result {marker}"})
+        asyncio.run(run_episode(new_session({"name": method, "protocol": protocol}, task, ["look"]), policy, env))
+        return policy
+
+    episode(canary)
+    later = episode("otherepisode")
+    assert all(canary not in m.content for call in later.calls for m in call)
+    assert any("otherepisode" in m.content for call in later.calls[1:] for m in call)  # its own memory does show

@@ -19,7 +19,7 @@ from tests.pipeline.llm.llamacpp import require_llamacpp
 pytestmark = pytest.mark.slow
 
 ORACLE_JOB = REPO_ROOT / "jobs" / "oracle-memoryarena.yaml"
-METHODS = {"flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu"}
+METHODS = {"flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25"}
 TASKS = {"formal_reasoning_math": 4, "formal_reasoning_phys": 3, "group_travel_planner": 5}
 SUBTASKS = {"formal_reasoning_math": 12, "formal_reasoning_phys": 10, "group_travel_planner": 13}
 

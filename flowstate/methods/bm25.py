@@ -1,0 +1,143 @@
+"""BM25 memory (MemoryArena's retrieval baseline, CONTRACT §2) in the B.3 "Memory System" prompt.
+
+Each memory entry is cut into pieces of at most ``piece_tokens`` tokens of the ``tokenizer``
+encoding (o200k_base, offline); pieces are tokenised for retrieval with ``[a-z0-9]+`` over the
+lower-cased text and ranked by ``rank_bm25.BM25Okapi`` with its defaults over every piece stored
+so far; the top ``top_k`` come back whatever their score, ties in insertion order; a query without
+terms retrieves nothing. Retrieval runs once per request, with the benchmark's memory query; the
+entries are stored when the request ends (the benchmark's initial memory before the first one).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+from rank_bm25 import BM25Okapi
+
+from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
+from flowstate.methods.tokenizer import Encoding, encoding
+from flowstate.methods.trajectory import TrajectorySession
+from flowstate.prompts import TaskPrompt
+from flowstate.records import RequestOutcome, RequestStart
+
+_TERMS = re.compile(r"[a-z0-9]+")
+NOTHING_RETRIEVED = "None"
+
+
+def terms(text: str) -> list[str]:
+    return _TERMS.findall(text.lower())
+
+
+def pieces(text: str, tokenizer: Encoding, max_tokens: int) -> list[str]:
+    """``text`` cut into consecutive pieces of at most ``max_tokens`` tokens (decoded back to text)."""
+    enc = encoding(tokenizer)
+    tokens = enc.encode_ordinary(text)
+    return [enc.decode(tokens[i:i + max_tokens]) for i in range(0, len(tokens), max_tokens)] or [""]
+
+
+@dataclass(frozen=True)
+class Hit:
+    piece: int  # the piece's id: its position in insertion order
+    score: float
+    text: str
+
+
+class BM25Memory:
+    """Pieces in insertion order and the BM25 index over them (rebuilt after an add, when next queried)."""
+
+    def __init__(self, tokenizer: Encoding = "o200k_base", piece_tokens: int = 2048) -> None:
+        self.tokenizer = tokenizer
+        self.piece_tokens = piece_tokens
+        self.pieces: list[str] = []
+        self._terms: list[list[str]] = []
+        self._index: BM25Okapi | None = None
+
+    def add(self, text: str) -> list[int]:
+        """Store one entry; the ids of its pieces."""
+        new = pieces(text, self.tokenizer, self.piece_tokens)
+        start = len(self.pieces)
+        self.pieces += new
+        self._terms += [terms(p) for p in new]
+        self._index = None
+        return list(range(start, start + len(new)))
+
+    def retrieve(self, query: str, top_k: int) -> list[Hit]:
+        words = terms(query)
+        if not words or not any(self._terms):  # no query terms, or nothing to rank
+            return []
+        if self._index is None:
+            self._index = BM25Okapi(self._terms)
+        scores = self._index.get_scores(words)
+        best = sorted(range(len(scores)), key=lambda i: -scores[i])[:top_k]  # stable: ties in insertion order
+        return [Hit(piece=i, score=float(scores[i]), text=self.pieces[i]) for i in best]
+
+
+def render_hits(hits: list[Hit]) -> str:
+    """The retrieved pieces, best first, one blank line apart (``None`` when nothing came back)."""
+    return "\n\n".join(h.text for h in hits) or NOTHING_RETRIEVED
+
+
+class RetrievalOptions(MethodOptions):
+    """BM25's settings, for every method that retrieves with it."""
+
+    top_k: int = Field(default=3, ge=1)
+    piece_tokens: int = Field(default=2048, ge=1)
+    tokenizer: Encoding = "o200k_base"
+
+
+class Recall:
+    """BM25 memory as a session uses it: the benchmark's entries stored (its initial memory at the
+    first request, then each finished request's), retrieval once per request, both recorded."""
+
+    def __init__(self, session: MethodSession, options: RetrievalOptions) -> None:
+        self.session = session
+        self.top_k = options.top_k
+        self.memory = BM25Memory(options.tokenizer, options.piece_tokens)
+        self.retrieved = NOTHING_RETRIEVED
+
+    def begin(self, request: RequestStart) -> None:
+        self.store(request.memory_entries)
+        hits = self.memory.retrieve(request.memory_query, self.top_k)
+        self.retrieved = render_hits(hits)
+        self.session.record("retrieval", {"query": request.memory_query, "stored_pieces": len(self.memory.pieces),
+                                          "hits": [{"piece": h.piece, "score": h.score} for h in hits]})
+
+    def store(self, entries: list[str]) -> None:
+        if entries:
+            ids = [piece for entry in entries for piece in self.memory.add(entry)]
+            self.session.record("write", {"entries": len(entries), "pieces": ids})
+
+
+class BM25Options(RetrievalOptions):
+    name: Literal["bm25"] = "bm25"
+
+
+class BM25Session(TrajectorySession):
+    """B.3 "Memory System": the retrieved pieces in ``<memory>``, the current request's trajectory
+    in ``<trajectory_history>`` (rendered as Full Context renders it)."""
+
+    uses = frozenset({Capability.MEMORY})
+    record_kinds = ("retrieval", "write")
+    input_template = "memory_input"
+    whole_episode = False
+
+    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+                 callers: MethodCallers = MethodCallers()) -> None:
+        super().__init__(task, options, tool_names, callers)
+        self.recall = Recall(self, options)  # type: ignore[arg-type]
+
+    async def begin_request(self, request: RequestStart) -> None:
+        await super().begin_request(request)
+        self.recall.begin(request)
+
+    def input_slots(self) -> dict[str, str]:
+        history = self.trajectory.text()
+        self.last_stats = StateStats(active_state_text=self.recall.retrieved + "\n" + history)
+        return {"retrieved_memory": self.recall.retrieved, "query_trajectory": history}
+
+    async def end_request(self, outcome: RequestOutcome) -> None:
+        await super().end_request(outcome)
+        self.recall.store(outcome.memory_entries)
