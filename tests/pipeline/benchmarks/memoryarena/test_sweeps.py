@@ -82,6 +82,14 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
     assert {r["domain"] for r in depth} == {"formal_reasoning", "group_travel_planner"}  # math and physics pooled
     assert {r["acc_k"] for r in depth} == {100.0} and max(r["k"] for r in depth) == 4
 
+    # BM25 retrieved once per subtask and stored upstream's entries (the initial memory, then one per subtask)
+    assert main(["query", "retrieval", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
+    retrieval = {r["domain"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(retrieval) == set(TASKS) and {r["method"] for r in retrieval.values()} == {"bm25"}
+    for domain, row in retrieval.items():
+        assert row["retrievals"] == SUBTASKS[domain] and row["writes"] == SUBTASKS[domain] + TASKS[domain]
+        assert 0 < row["hits_mean"] <= 3
+
     report = tmp_path / "report.md"
     assert main(["report", str(result.sweep_dir), "--out", str(report)]) == 0
     text = report.read_text()
