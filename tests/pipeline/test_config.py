@@ -46,6 +46,7 @@ EVERY = BOTH | {"flowstate_no_psa", "flowstate_no_isu", "bm25"}
 @pytest.mark.parametrize(("name", "cells", "episodes", "methods"), [
     ("oracle.yaml", 4, 328, BOTH), ("paper-taubench.yaml", 4, 328, BOTH), ("smoke.yaml", 4, 4, BOTH),
     ("oracle-memoryarena.yaml", 15, 60, EVERY), ("smoke-memoryarena.yaml", 4, 4, BOTH),
+    ("taubench-methods.yaml", 10, 820, EVERY), ("smoke-methods.yaml", 5, 5, EVERY),
 ])
 def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, methods, monkeypatch):
     """Each job parses and expands (its ids are pinned in test_golden.py); all compare with Full Context."""
@@ -93,7 +94,7 @@ def test_the_papers_memoryarena_jobs_have_its_settings(name, monkeypatch):
 def test_the_shipped_jobs_are_the_ones_tested():
     assert sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml")) == sorted(
         ["oracle.yaml", "paper-taubench.yaml", "smoke.yaml", "oracle-memoryarena.yaml", "smoke-memoryarena.yaml",
-         *PAPER_MEMORYARENA])
+         "taubench-methods.yaml", "smoke-methods.yaml", *PAPER_MEMORYARENA])
 
 
 @pytest.mark.parametrize(("edit", "expected"), [

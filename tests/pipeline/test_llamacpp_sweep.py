@@ -125,6 +125,20 @@ def _kill_the_busy_agent_server(runs: Path, stop: threading.Event, killed: list[
         time.sleep(0.5)
 
 
+def test_a_memory_method_retrieves_and_stores_with_a_real_model(ray_local, tmp_path):
+    """The memory family (BM25) on the real model: one capped episode, each request's retrieval and
+    each finished request's store recorded, the B.3 Memory System prompt sent."""
+    require_llamacpp()
+    job = write_job(tmp_path, methods=[{"name": "bm25", "protocol": "json"}])
+    result = run_sweep(job, out=tmp_path / "runs")
+    assert (result.completed + result.grading_failed, result.failed) == (1, 0)
+    requests = rows(result.sweep_dir, "episodes", "n_requests")[0][0]
+    kinds = dict(rows(result.sweep_dir, "method_records", "kind, count(*)", "TRUE GROUP BY kind"))
+    assert kinds["retrieval"] == requests >= 1 and kinds.get("write", 0) in (requests - 1, requests)
+    prompts = rows(result.sweep_dir, "messages", "prompt_json", "caller = 'agent'")
+    assert prompts and all("<memory>" in p[0] and "<trajectory_history>" in p[0] for p in prompts)
+
+
 def test_a_server_killed_mid_episode_is_routed_around(ray_local, tmp_path):
     require_llamacpp()
     job = write_job(tmp_path, methods=[{"name": "flowstate", "protocol": "json"}], agent_replicas=2, max_env_steps=10)
