@@ -60,7 +60,7 @@ class StepRunner:
         self._query: str | None = None
         self._request_query = ""
         self._request_first_step = 0
-        self._stores_memory = Capability.MEMORY in session.uses
+        self._stores_memory = Capability.MEMORY in session.used
 
     @property
     def request(self) -> int:

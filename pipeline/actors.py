@@ -101,7 +101,7 @@ class EpisodeWorker:
     def _callers(self, spec: EpisodeSpec) -> EpisodeCallers:
         """Metered callers of the roles this episode's benchmark and method call."""
         benchmark_roles = benchmark_of(spec.cell.benchmark).episode_roles(spec.cell.benchmark)
-        uses = METHODS.get(spec.cell.method.name).uses
+        uses = METHODS.get(spec.cell.method.name).uses(spec.cell.method)
 
         def metered(role: str, wanted: bool) -> Policy | None:
             policy = self.models.policy(spec, role) if wanted else None  # type: ignore[arg-type]

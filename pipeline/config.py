@@ -144,7 +144,7 @@ class JobConfig(Strict):
                                      f"(it has: {', '.join(sorted(benchmark.scripted_roles)) or 'none'})")
             benchmark.check_roles(cell, roles)
         for method in self.methods:
-            if Capability.EMBEDDINGS in METHODS.get(method.name).uses and self.embeddings is None:
+            if Capability.EMBEDDINGS in METHODS.get(method.name).uses(method) and self.embeddings is None:
                 raise ValueError(f"method {method.display!r} embeds text: name a deployment under 'embeddings:'")
         return self
 

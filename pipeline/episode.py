@@ -72,7 +72,7 @@ async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: 
     clock = time.perf_counter()
     cell = spec.cell.benchmark
     benchmark = benchmark_of(cell)
-    uses = METHODS.get(spec.cell.method.name).uses
+    uses = METHODS.get(spec.cell.method.name).uses(spec.cell.method)
     log = CallLog()
     method_callers = MethodCallers(
         memory=log.chat(callers.memory, "memory", in_step=True) if Capability.MEMORY_MODEL in uses else None,

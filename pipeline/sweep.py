@@ -89,7 +89,7 @@ def model_identity(job: JobConfig, use: ModelUse | EmbeddingsUse | str) -> dict[
 
 def _method_roles(job: JobConfig, method: MethodOptions) -> dict[str, Any]:
     """The identity of the roles a method calls that the job sets apart from the agent."""
-    uses = METHODS.get(method.name).uses
+    uses = METHODS.get(method.name).uses(method)
     roles: dict[str, Any] = {}
     if Capability.MEMORY_MODEL in uses and job.memory is not None:
         roles["memory"] = model_identity(job, job.memory)

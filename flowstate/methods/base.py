@@ -95,6 +95,7 @@ class MethodSession(ABC):
     def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         self.options = options
+        self.used = self.capabilities(options)
         self.callers = callers
         self.clock = StepClock()
         self.records: list[MethodRecord] = []
@@ -114,9 +115,13 @@ class MethodSession(ABC):
         return self._system
 
     @classmethod
-    def state_blocks(cls) -> tuple[str, ...]:
+    def capabilities(cls, options: MethodOptions) -> frozenset[Capability]:
+        """What the method uses with these options (by default, what its class declares)."""
+        return cls.uses
+
+    def state_blocks(self) -> tuple[str, ...]:
         """The state blocks of this method's output protocol, in protocol order."""
-        return tuple(block for block in STATE_BLOCKS if Capability(block) in cls.uses)
+        return tuple(block for block in STATE_BLOCKS if Capability(block) in self.used)
 
     # -- the interface the loop drives ------------------------------------------------------
     async def begin_request(self, request: RequestStart) -> None:

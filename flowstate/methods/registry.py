@@ -20,9 +20,9 @@ class MethodPlugin:
     options: type[MethodOptions]
     session: type[MethodSession]
 
-    @property
-    def uses(self) -> frozenset[Capability]:
-        return self.session.uses
+    def uses(self, options: MethodOptions) -> frozenset[Capability]:
+        """What the method uses with these options (a method's capabilities may follow its options)."""
+        return self.session.capabilities(options)
 
 
 METHODS: Registry[MethodPlugin] = Registry("method", "name")
@@ -54,7 +54,7 @@ def new_session(method: str | MethodOptions | dict, task: TaskPrompt, tool_names
     options = method_options(method)
     plugin = method_plugin(options.name)
     missing = [c.value for c, have in ((Capability.MEMORY_MODEL, callers.memory), (Capability.EMBEDDINGS, callers.embeddings))
-               if c in plugin.uses and have is None]
+               if c in plugin.uses(options) and have is None]
     if missing:
         raise ValueError(f"method {options.name!r} needs callers it was not given: {', '.join(missing)}")
     return plugin.session(task, options, tool_names, callers)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from flowstate import METHODS, ProtocolMode, new_session, parse_output
+from flowstate import METHODS, ProtocolMode, method_options, new_session, parse_output
 from flowstate.methods.flowstate_ablations import NO_RESPONSE, RESPONSE_SUMMARY_CHARS
 from flowstate.rules import Reason
 from tests.flowstate.fixtures import TASK, Driver, add, tagged
@@ -43,8 +43,8 @@ def test_each_ablation_drops_one_half_from_rules_protocol_and_schema(method, kep
 
 def test_the_ablations_are_registered_methods_with_their_capabilities():
     assert {"flowstate_no_psa", "flowstate_no_isu"} <= set(METHODS.names())
-    assert [c.value for c in METHODS.get("flowstate_no_psa").uses] == ["state_delta"]
-    assert [c.value for c in METHODS.get("flowstate_no_isu").uses] == ["state_focus"]
+    for name, kept in (("flowstate_no_psa", "state_delta"), ("flowstate_no_isu", "state_focus")):
+        assert [c.value for c in METHODS.get(name).uses(method_options(name))] == [kept]
 
 
 def _first_request(driver: Driver) -> None:

@@ -111,7 +111,7 @@ def test_the_shipped_jobs_are_the_ones_tested():
     (("  - {name: flowstate}", "  - {name: bm26}"), r"job.yaml:5: methods.0: Input tag 'bm26' .*'flowstate', 'full_context'"),
     (("  - {name: flowstate}", "  - {name: flowstate, top_k: 3}"), r"job.yaml:5: unknown key 'methods.0.top_k'"),
     (("{benchmark: taubench, domain: airline", "{benchmark: webarena, domain: airline"),
-     r"job.yaml:3: benchmarks.0: Input tag 'webarena' .*'memoryarena', 'taubench'"),
+     r"job.yaml:3: benchmarks.0: Input tag 'webarena' .*expected tags: (?=.*'memoryarena')(?=.*'taubench')"),
     (("{benchmark: taubench, domain: airline", "{domain: airline"),
      r"benchmarks.0: Unable to extract tag using discriminator 'benchmark'"),
     (("  oracle: {kind: scripted, name: oracle}", "  oracle: {kind: tgi, name: oracle}"), r"deployments.oracle: Input tag 'tgi'"),

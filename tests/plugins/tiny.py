@@ -137,7 +137,7 @@ class Tiny(Benchmark):
                                for k, c in enumerate(correct, 1)])
 
     def oracle(self, spec: Any, method: MethodPlugin) -> Policy:
-        return TinyOracle(spec.task_id, method, spec.cell.method.protocol)
+        return TinyOracle(spec.task_id, method.uses(spec.cell.method), spec.cell.method.protocol)
 
 
 def _answers(record: EpisodeRecord, requests: int) -> list[str | None]:
@@ -160,9 +160,9 @@ _OBSERVATION = re.compile(r"<latest_observation>\nobservation_id: obs_\d+_\d+\n(
 class TinyOracle:
     """TEST FIXTURE: looks the key up, then answers (by message on odd requests, by submit on even ones)."""
 
-    def __init__(self, task_id: str, method: MethodPlugin, protocol: Any) -> None:
+    def __init__(self, task_id: str, uses: frozenset[Capability], protocol: Any) -> None:
         self.requests = {text: (k, key) for k, (text, key, _) in enumerate(TASKS[task_id], 1)}
-        self.blocks = tuple(b for b in STATE_BLOCKS if Capability(b) in method.uses)
+        self.blocks = tuple(b for b in STATE_BLOCKS if Capability(b) in uses)
         self.protocol = protocol
 
     async def complete(self, messages: Sequence[ChatMessage], *, json_schema: Any = None) -> Completion:

@@ -199,7 +199,8 @@ class MemoryArena(Benchmark):
     def oracle(self, spec: EpisodeSpec, method: MethodPlugin) -> Policy:
         from pipeline.benchmarks.memoryarena.oracle import MemoryArenaOracle
 
-        return MemoryArenaOracle(_task(spec.cell.benchmark, spec.task_id), method.uses, spec.cell.method.protocol)
+        options = spec.cell.method
+        return MemoryArenaOracle(_task(spec.cell.benchmark, spec.task_id), method.uses(options), options.protocol)
 
     def add_commands(self, cli: CliHooks) -> None:
         from pipeline.benchmarks.memoryarena.cli import add_commands

@@ -179,7 +179,7 @@ class TauBench(Benchmark):
         from pipeline.benchmarks.taubench.oracle import OraclePolicy
 
         cell = spec.cell.benchmark
-        return OraclePolicy(domains.get_task(cell.domain, spec.task_id), method.uses, spec.cell.method.protocol)
+        return OraclePolicy(domains.get_task(cell.domain, spec.task_id), method.uses(spec.cell.method), spec.cell.method.protocol)
 
     def add_commands(self, cli: CliHooks) -> None:
         from pipeline.benchmarks.taubench.cli import add_commands
