@@ -1,7 +1,8 @@
-"""Model text <-> (state_focus, state_delta, tool_calls, assistant_message) (appendix B.3).
+"""Model text <-> (state_focus, state_delta, tool_calls, assistant_message) (appendix B.3), and the
+State Tracking protocol's ``execution_state`` (one JSON object the model rewrites each step).
 
-Two modes: ``tagged`` (four ``<block>JSON</block>`` sections) and ``json`` (one JSON object with
-the same four fields, whose schema a server can enforce). Models wrap, fence and break things, so
+Two modes: ``tagged`` (one ``<block>JSON</block>`` section per block) and ``json`` (one JSON object
+with the same fields, whose schema a server can enforce). Models wrap, fence and break things, so
 parsing never raises: every problem becomes a recorded error or warning on :class:`ParsedOutput`.
 """
 
@@ -23,7 +24,10 @@ class ProtocolMode(str, Enum):
     JSON = "json"
 
 
-STATE_BLOCKS = ("state_focus", "state_delta")
+# FlowState's two blocks (ISU, PSA), then State Tracking's object; a method's protocol has those it uses.
+FLOWSTATE_BLOCKS = ("state_focus", "state_delta")
+EXECUTION_STATE = "execution_state"
+STATE_BLOCKS = (*FLOWSTATE_BLOCKS, EXECUTION_STATE)
 ACTION_BLOCKS = ("tool_calls", "assistant_message")
 ALL_BLOCKS = STATE_BLOCKS + ACTION_BLOCKS
 
@@ -36,6 +40,7 @@ class ParsedOutput(BaseModel):
 
     state_focus: list[Any] = []
     state_delta: list[Any] = []
+    execution_state: dict[str, Any] | None = None
     tool_calls: list[ToolCall] = []
     assistant_message: str | None = None
     errors: list[str] = []
@@ -44,17 +49,18 @@ class ParsedOutput(BaseModel):
     @property
     def usable(self) -> bool:
         """Algorithm 1 requires y ≠ (∅, ∅, ∅): at least one part must carry something."""
-        return bool(self.state_focus or self.state_delta or self.tool_calls or self.assistant_message)
+        return bool(self.state_focus or self.state_delta or self.execution_state is not None or self.tool_calls
+                    or self.assistant_message)
 
     def keep_state_blocks(self, blocks: tuple[str, ...]) -> ParsedOutput:
         """For methods whose protocol lacks some state blocks: drop those, noting it if present."""
-        dropped = [name for name in STATE_BLOCKS if name not in blocks and getattr(self, name)]
+        dropped = [name for name in STATE_BLOCKS if name not in blocks and getattr(self, name) not in (None, [])]
         if not dropped:
             return self
         what = "state blocks are" if not blocks else f"{' and '.join(dropped)} {'is' if len(dropped) == 1 else 'are'}"
         return self.model_copy(
             update={
-                **{name: [] for name in dropped},
+                **{name: None if name == EXECUTION_STATE else [] for name in dropped},
                 "warnings": [*self.warnings, f"{what} not part of this method's protocol; ignored"],
             }
         )
@@ -177,6 +183,12 @@ def _parse_json(text: str) -> ParsedOutput:
 
 # -- shared normalisation ----------------------------------------------------------------------
 def _assign(out: ParsedOutput, name: str, value: Any) -> None:
+    if name == EXECUTION_STATE:
+        if isinstance(value, dict):
+            out.execution_state = value
+        else:
+            out.errors.append(f"{name}: expected a JSON object, got {type(value).__name__}")
+        return
     items = _as_list(name, value, out)
     if name == "tool_calls":
         out.tool_calls = [call for item in items if (call := _tool_call(item, out)) is not None]
@@ -246,7 +258,7 @@ def _loads_lenient(text: str) -> tuple[Any, str | None]:
 
 
 # -- JSON schema for server-side enforcement -------------------------------------------------
-def protocol_schema(*, state_blocks: tuple[str, ...] = STATE_BLOCKS, tool_names: list[str] | None = None) -> dict[str, Any]:
+def protocol_schema(*, state_blocks: tuple[str, ...] = FLOWSTATE_BLOCKS, tool_names: list[str] | None = None) -> dict[str, Any]:
     """The JSON-mode output as a JSON schema (fields in protocol order): the method's state blocks
     (FlowState: both), then the action blocks.
 
@@ -291,6 +303,8 @@ def protocol_schema(*, state_blocks: tuple[str, ...] = STATE_BLOCKS, tool_names:
                 "required": ["operation", "state_id"],
             },
         }
+    if EXECUTION_STATE in state_blocks:
+        properties[EXECUTION_STATE] = {"type": "object"}
     properties["tool_calls"] = {
         "type": "array",
         "items": {
@@ -307,10 +321,11 @@ def protocol_schema(*, state_blocks: tuple[str, ...] = STATE_BLOCKS, tool_names:
     return {"type": "object", "properties": properties, "required": list(properties)}
 
 
-def render_output(mode: ProtocolMode, *, state_blocks: tuple[str, ...] = STATE_BLOCKS, focus: list[Any] | None = None,
-                  delta: list[Any] | None = None, calls: list[Any] | None = None, message: str | None = None) -> str:
+def render_output(mode: ProtocolMode, *, state_blocks: tuple[str, ...] = FLOWSTATE_BLOCKS, focus: list[Any] | None = None,
+                  delta: list[Any] | None = None, execution_state: dict[str, Any] | None = None,
+                  calls: list[Any] | None = None, message: str | None = None) -> str:
     """A well-formed output in ``mode`` with the given state blocks (what a scripted test policy writes)."""
-    state = {"state_focus": focus or [], "state_delta": delta or []}
+    state = {"state_focus": focus or [], "state_delta": delta or [], EXECUTION_STATE: execution_state or {}}
     parts: dict[str, Any] = {block: state[block] for block in STATE_BLOCKS if block in state_blocks}
     parts["tool_calls"] = calls or []
     parts["assistant_message"] = {"content": message}

@@ -108,13 +108,16 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _add_plugin_commands(hooks: CliHooks) -> None:
-    """Every registered benchmark's own commands (data fetching, tools, exports)."""
+    """Every registered benchmark's own commands (data fetching, tools, exports), and the fetch of
+    the data methods read."""
+    from pipeline import method_data
     from pipeline.benchmarks.plugin import BENCHMARKS
     from pipeline.plugins import load_builtin_plugins
 
     load_builtin_plugins()
     for name in BENCHMARKS.names():
         BENCHMARKS.get(name).add_commands(hooks)
+    method_data.add_commands(hooks)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_analysis_commands(commands)
 
     data = commands.add_parser("data", help="benchmark data").add_subparsers(dest="data_command", required=True)
-    fetch = data.add_parser("fetch", help="download a benchmark's data from its public source and verify checksums")
+    fetch = data.add_parser("fetch", help="download a benchmark's (or the methods') data from its public source "
+                                                    "and verify checksums")
     export = commands.add_parser("export", help="export results to other tools' formats")
     hooks = CliHooks(commands=commands, fetch=fetch.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK"),
                      export=export.add_subparsers(dest="export_format", required=True))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
-DATA_ENV_VAR = "FLOWSTATE_DATA"
+from flowstate.data import DATA_ENV_VAR, default_data_dir
+
+__all__ = ["DATA_ENV_VAR", "BenchmarkDataError", "default_data_dir", "download", "sha256_file"]
 
 
 class BenchmarkDataError(RuntimeError):
@@ -19,11 +20,6 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def default_data_dir() -> Path:
-    """Where fetched data goes: ``$FLOWSTATE_DATA``, else ``~/.cache/flowstate/data``."""
-    return Path(os.environ.get(DATA_ENV_VAR) or Path.home() / ".cache" / "flowstate" / "data")
 
 
 def download(url: str, timeout: float, error: type[BenchmarkDataError] = BenchmarkDataError) -> bytes:

@@ -79,7 +79,8 @@ async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: 
         embeddings=log.embedder(callers.embeddings) if Capability.EMBEDDINGS in uses else None,
         agent_prompt_tokens=callers.agent_prompt_tokens,
     )
-    session = new_session(spec.cell.method, benchmark.task_prompt(cell, spec.task_id),
+    task = benchmark.task_prompt(cell, spec.task_id).model_copy(update={"benchmark": cell.benchmark, "domain": cell.domain})
+    session = new_session(spec.cell.method, task,
                           benchmark.tool_names(cell, spec.task_id), method_callers)
     log.clock = session.clock
     scripted = frozenset(role for role in ("user_simulator", "judge") if getattr(spec, role) == "scripted")

@@ -23,17 +23,20 @@ from flowstate.methods.registry import (
     register_method,
 )
 from flowstate.methods.render import render_trajectory
+from flowstate.methods.zipact import ZipActBM25Options, ZipActBM25Session, ZipActOptions, ZipActSession
 
 register_method(FlowStateOptions, FlowStateSession)
 register_method(FullContextOptions, FullContextSession)
 register_method(FlowStateNoPsaOptions, FlowStateNoPsaSession)
 register_method(FlowStateNoIsuOptions, FlowStateNoIsuSession)
 register_method(BM25Options, BM25Session)
+register_method(ZipActOptions, ZipActSession)
+register_method(ZipActBM25Options, ZipActBM25Session)
 
 __all__ = [
     "METHODS", "BM25Options", "BM25Session", "Capability", "FlowStateNoIsuOptions", "FlowStateNoIsuSession",
     "FlowStateNoPsaOptions", "FlowStateNoPsaSession", "FlowStateOptions", "FlowStateSession",
     "FullContextOptions", "FullContextSession", "MethodCallers", "MethodOptions", "MethodPlugin",
     "MethodSession", "StateStats", "method_options", "method_plugin", "new_session", "register_method",
-    "render_trajectory",
+    "render_trajectory", "ZipActBM25Options", "ZipActBM25Session", "ZipActOptions", "ZipActSession",
 ]

@@ -31,6 +31,7 @@ class Capability(str, Enum):
 
     STATE_DELTA = "state_delta"  # ISU: the model edits the Active State
     STATE_FOCUS = "state_focus"  # PSA: the model discloses historical states
+    EXECUTION_STATE = "execution_state"  # State Tracking: the model rewrites one JSON state object each step
     MEMORY = "memory"  # the method stores memory entries and retrieves with memory queries (the benchmark's)
     MEMORY_MODEL = "memory_model"  # the method calls a model of its own (the memory role)
     EMBEDDINGS = "embeddings"  # the method embeds text (the embeddings role)

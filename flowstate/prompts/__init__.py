@@ -48,6 +48,16 @@ def edited(text: str, *, remove: tuple[str, ...] = (), replace: tuple[tuple[str,
     return text
 
 
+def replace_between(text: str, start: str, end: str, new: str) -> str:
+    """``text`` with what lies between the first ``start`` and the next ``end`` replaced by ``new``
+    (both anchors kept); a missing anchor is an error, as in :func:`edited`."""
+    head = text.find(start)
+    tail = text.find(end, head + len(start)) if head >= 0 else -1
+    if head < 0 or tail < 0:
+        raise ValueError(f"template edit: {(start if head < 0 else end)[:60]!r} not found")
+    return text[: head + len(start)] + new + text[tail:]
+
+
 def section(text: str, heading: str) -> str:
     """The section of a rules text that starts at ``heading`` (with the blank line before it) and
     runs to the next heading of the same level or the end."""
@@ -64,6 +74,10 @@ class TaskPrompt(BaseModel):
 
     task_policy: str
     available_tools: str
+    # Which benchmark and domain the task is from, for methods with benchmark-specific parts
+    # (ZipAct's world-state fields); never part of any prompt by itself.
+    benchmark: str | None = None
+    domain: str | None = None
 
 
 def system_prompt(*, method_rules: str, output_protocol: str, task: TaskPrompt) -> str:

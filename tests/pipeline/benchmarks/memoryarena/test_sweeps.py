@@ -19,7 +19,8 @@ from tests.pipeline.llm.llamacpp import require_llamacpp
 pytestmark = pytest.mark.slow
 
 ORACLE_JOB = REPO_ROOT / "jobs" / "oracle-memoryarena.yaml"
-METHODS = {"flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25"}
+METHODS = {"flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipact-separate",
+           "zipact_bm25"}
 TASKS = {"formal_reasoning_math": 4, "formal_reasoning_phys": 3, "group_travel_planner": 5}
 SUBTASKS = {"formal_reasoning_math": 12, "formal_reasoning_phys": 10, "group_travel_planner": 13}
 
@@ -84,11 +85,21 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
 
     # BM25 retrieved once per subtask and stored upstream's entries (the initial memory, then one per subtask)
     assert main(["query", "retrieval", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
-    retrieval = {r["domain"]: r for r in json.loads(capsys.readouterr().out)}
-    assert set(retrieval) == set(TASKS) and {r["method"] for r in retrieval.values()} == {"bm25"}
-    for domain, row in retrieval.items():
+    retrieval = {(r["domain"], r["method"]): r for r in json.loads(capsys.readouterr().out)}
+    assert set(retrieval) == {(d, m) for d in TASKS for m in ("bm25", "zipact_bm25")}
+    for (domain, _), row in retrieval.items():
         assert row["retrievals"] == SUBTASKS[domain] and row["writes"] == SUBTASKS[domain] + TASKS[domain]
         assert 0 < row["hits_mean"] <= 3
+
+    # ZipAct's updates: inline ones from the agent's output (the oracle writes none: the old state is
+    # kept), separate ones from the updater fixture after each subtask start and each observation
+    assert main(["query", "state_tracking", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
+    tracking = {(r["domain"], r["method"], r["updater"]): r for r in json.loads(capsys.readouterr().out)}
+    assert set(tracking) == {(d, m, u) for d in TASKS for m, u in (("zipact", "inline"), ("zipact-separate", "separate"),
+                                                                  ("zipact_bm25", "inline"))}
+    for (domain, _, updater), row in tracking.items():
+        assert row["failed_share"] == (0.0 if updater == "separate" else 1.0)
+        assert row["updates"] >= SUBTASKS[domain]
 
     report = tmp_path / "report.md"
     assert main(["report", str(result.sweep_dir), "--out", str(report)]) == 0

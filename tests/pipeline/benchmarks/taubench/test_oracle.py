@@ -36,7 +36,8 @@ async def _run_all(domain: str, method: str, protocol: str):
 
 
 @pytest.mark.parametrize("protocol", ["tagged", "json"])
-@pytest.mark.parametrize("method", ["flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25"])
+@pytest.mark.parametrize("method", ["flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact",
+                                    "zipact_bm25"])
 @pytest.mark.parametrize("domain", ["airline", "retail"])
 def test_the_oracle_passes_every_task(domain, method, protocol):
     outcomes = asyncio.run(_run_all(domain, method, protocol))

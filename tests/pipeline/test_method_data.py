@@ -1,0 +1,85 @@
+"""`flowstate data fetch methods` against a local HTTP mirror laid out as the source repository: the
+mirror's Python files are made here from the released prompts of the data directory, so extracting
+their literals must give back exactly the pinned files."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from functools import partial
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.method_data.zipact import LICENSE_SHA256, LITERALS, ZipActFetchError, extract, fetch_zipact
+from tests.conftest import DATA_DIR
+from tests.pipeline.benchmarks.taubench.test_fetch import QuietHandler
+
+RELEASED = DATA_DIR / "methods" / "zipact"
+
+
+def _sources() -> dict[str, str]:
+    """Python files holding the released literals the way upstream's do (constants, f-strings in methods)."""
+    files: dict[str, list[str]] = {}
+    methods: dict[str, list[str]] = {}
+    for lit in LITERALS:
+        text = (RELEASED / lit.out).read_text(encoding="utf-8")
+        if "." in lit.name:
+            _, method, variable = lit.name.split(".")
+            methods.setdefault(lit.source, []).append(
+                f"    def {method}(self, observation):\n        state_str = ''\n        {variable} = f\"\"\"{text}\"\"\"\n"
+                f"        return {variable}\n")
+        else:
+            files.setdefault(lit.source, []).append(f"{lit.name} = {text!r}\n")
+    for source, defs in methods.items():
+        files.setdefault(source, []).append("class ZipActAgent:\n    last_action = None\n\n" + "\n".join(defs))
+    return {source: '"""A mirror."""\n\n' + "\n".join(parts) for source, parts in files.items()}
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Iterator[str]:
+    root = tmp_path / "mirror"
+    for source, text in _sources().items():
+        (root / source).parent.mkdir(parents=True, exist_ok=True)
+        (root / source).write_text(text, encoding="utf-8")
+    (root / "LICENSE").write_bytes((RELEASED / "LICENSE").read_bytes())
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_the_prompts_are_extracted_checked_and_written(mirror, tmp_path, capsys):
+    assert main(["data", "fetch", "methods", "--data-dir", str(tmp_path / "data"), "--base-url", mirror]) == 0
+    assert "zipact: 11 prompts and the licence" in capsys.readouterr().out
+    folder = tmp_path / "data" / "methods" / "zipact"
+    for lit in LITERALS:
+        assert (folder / lit.out).read_bytes() == (RELEASED / lit.out).read_bytes()
+        assert hashlib.sha256((folder / lit.out).read_bytes()).hexdigest() == lit.sha256
+    assert hashlib.sha256((folder / "LICENSE").read_bytes()).hexdigest() == LICENSE_SHA256
+
+
+def test_a_changed_prompt_is_refused_and_nothing_is_written(mirror, tmp_path):
+    target = tmp_path / "mirror" / "src" / "prompts" / "zipact_prompts.py"
+    target.write_text(target.read_text().replace("State Updater", "State Keeper"))
+    with pytest.raises(ZipActFetchError, match="not the pinned prompt"):
+        fetch_zipact(tmp_path / "data", mirror)
+    assert not (tmp_path / "data" / "methods").exists()
+
+
+def test_an_unreachable_source_is_a_clear_error(tmp_path, capsys):
+    assert main(["data", "fetch", "methods", "--data-dir", str(tmp_path), "--base-url", "http://127.0.0.1:9"]) == 2
+    assert "Could not download http://127.0.0.1:9/src/" in capsys.readouterr().err
+
+
+def test_extract_reads_constants_and_f_string_bodies_as_written():
+    source = 'A = "x\\ny"\nclass K:\n    def m(self):\n        v = f"""one {a}\n{self.b}"""\n'
+    assert extract(source, "A", "s") == "x\ny"
+    assert extract(source, "K.m.v", "s") == "one {a}\n{self.b}"
+    with pytest.raises(ZipActFetchError, match="no 'Q'"):
+        extract(source, "Q.m.v", "s")
