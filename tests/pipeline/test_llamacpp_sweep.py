@@ -125,18 +125,23 @@ def _kill_the_busy_agent_server(runs: Path, stop: threading.Event, killed: list[
         time.sleep(0.5)
 
 
-def test_a_memory_method_retrieves_and_stores_with_a_real_model(ray_local, tmp_path):
-    """The memory family (BM25) on the real model: one capped episode, each request's retrieval and
-    each finished request's store recorded, the B.3 Memory System prompt sent."""
+def test_the_memory_and_state_tracking_families_run_on_a_real_model(ray_local, tmp_path):
+    """BM25 and ZipAct on the real model, one capped episode each: every request's retrieval and
+    store recorded with the B.3 Memory System prompt; every ZipAct step's state update recorded (kept
+    or not) with the State Tracking prompt and its execution_state block enforced by the server."""
     require_llamacpp()
-    job = write_job(tmp_path, methods=[{"name": "bm25", "protocol": "json"}])
+    job = write_job(tmp_path, methods=[{"name": "bm25", "protocol": "json"}, {"name": "zipact", "protocol": "json"}])
     result = run_sweep(job, out=tmp_path / "runs")
-    assert (result.completed + result.grading_failed, result.failed) == (1, 0)
-    requests = rows(result.sweep_dir, "episodes", "n_requests")[0][0]
-    kinds = dict(rows(result.sweep_dir, "method_records", "kind, count(*)", "TRUE GROUP BY kind"))
-    assert kinds["retrieval"] == requests >= 1 and kinds.get("write", 0) in (requests - 1, requests)
-    prompts = rows(result.sweep_dir, "messages", "prompt_json", "caller = 'agent'")
-    assert prompts and all("<memory>" in p[0] and "<trajectory_history>" in p[0] for p in prompts)
+    assert (result.completed + result.grading_failed, result.failed) == (2, 0)
+    requests = dict(rows(result.sweep_dir, "episodes", "method, n_requests"))
+    steps = dict(rows(result.sweep_dir, "episodes", "method, n_steps"))
+    kinds = dict(rows(result.sweep_dir, "method_records", "method || '/' || kind, count(*)", "TRUE GROUP BY ALL"))
+    bm25 = requests["bm25-json"]
+    assert kinds["bm25-json/retrieval"] == bm25 >= 1 and kinds.get("bm25-json/write", 0) in (bm25 - 1, bm25)
+    assert kinds["zipact-json/state_update"] == steps["zipact-json"] >= 1
+    prompts = dict(rows(result.sweep_dir, "messages", "method, string_agg(prompt_json, '')", "caller = 'agent' GROUP BY ALL"))
+    assert "<memory>" in prompts["bm25-json"] and "<trajectory_history>" in prompts["bm25-json"]
+    assert "<agent_status>" in prompts["zipact-json"] and "goal_state" in prompts["zipact-json"]
 
 
 def test_a_server_killed_mid_episode_is_routed_around(ray_local, tmp_path):
