@@ -104,7 +104,7 @@ def test_the_parser_never_raises(pieces, mode):
         assert not out.usable and out.errors == ["empty output"]
 
 
-BUILTIN_METHODS = ["flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25"]
+BUILTIN_METHODS = ["flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipact_bm25"]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
