@@ -115,14 +115,9 @@ class BM25Options(RetrievalOptions):
     name: Literal["bm25"] = "bm25"
 
 
-class BM25Session(TrajectorySession):
-    """B.3 "Memory System": the retrieved pieces in ``<memory>``, the current request's trajectory
-    in ``<trajectory_history>`` (rendered as Full Context renders it)."""
-
-    uses = frozenset({Capability.MEMORY})
-    record_kinds = ("retrieval", "write")
-    input_template = "memory_input"
-    whole_episode = False
+class RecallingSession(MethodSession):
+    """Adds BM25 recall to a session (put it first among the bases): retrieval when a request
+    begins, the benchmark's entries stored when it ends; ``{retrieved_memory}`` for the template."""
 
     def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
@@ -134,10 +129,23 @@ class BM25Session(TrajectorySession):
         self.recall.begin(request)
 
     def input_slots(self) -> dict[str, str]:
-        history = self.trajectory.text()
-        self.last_stats = StateStats(active_state_text=self.recall.retrieved + "\n" + history)
-        return {"retrieved_memory": self.recall.retrieved, "query_trajectory": history}
+        return {**super().input_slots(), "retrieved_memory": self.recall.retrieved}
 
     async def end_request(self, outcome: RequestOutcome) -> None:
         await super().end_request(outcome)
         self.recall.store(outcome.memory_entries)
+
+
+class BM25Session(RecallingSession, TrajectorySession):
+    """B.3 "Memory System": the retrieved pieces in ``<memory>``, the current request's trajectory
+    in ``<trajectory_history>`` (rendered as Full Context renders it)."""
+
+    uses = frozenset({Capability.MEMORY})
+    record_kinds = ("retrieval", "write")
+    input_template = "memory_input"
+    whole_episode = False
+
+    def input_slots(self) -> dict[str, str]:
+        history = self.trajectory.text()
+        self.last_stats = StateStats(active_state_text=self.recall.retrieved + "\n" + history)
+        return {"retrieved_memory": self.recall.retrieved, "query_trajectory": history}

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from flowstate.chat import ChatMessage
 from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
-from flowstate.methods.bm25 import Recall, RetrievalOptions
+from flowstate.methods.bm25 import RecallingSession, RetrievalOptions
 from flowstate.methods.zipact.prompts import (
     actor_rules,
     initial_state,
@@ -152,25 +152,10 @@ class ZipActBM25Options(ZipActOptions, RetrievalOptions):
     name: Literal["zipact_bm25"] = "zipact_bm25"  # type: ignore[assignment]
 
 
-class ZipActBM25Session(ZipActSession):
+class ZipActBM25Session(RecallingSession, ZipActSession):
     """ZipAct plus BM25 over the entries of earlier requests, retrieved once per request into
     ``<memory>`` (B.3 "State Tracking + Memory")."""
 
     uses = ZipActSession.uses | {Capability.MEMORY}
     record_kinds = ("state_update", "retrieval", "write")
     input_template = "state_tracking_memory_input"
-
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
-                 callers: MethodCallers = MethodCallers()) -> None:
-        super().__init__(task, options, tool_names, callers)
-        self.recall = Recall(self, options)  # type: ignore[arg-type]
-
-    async def begin_request(self, request: RequestStart) -> None:
-        await super().begin_request(request)
-        self.recall.begin(request)
-
-    def input_slots(self) -> dict[str, str]:
-        return {**super().input_slots(), "retrieved_memory": self.recall.retrieved}
-
-    async def end_request(self, outcome: RequestOutcome) -> None:
-        self.recall.store(outcome.memory_entries)
