@@ -129,6 +129,11 @@ class JobConfig(Strict):
             if use.deployment not in self.deployments:
                 known = ", ".join(sorted(self.deployments)) or "none defined"
                 raise ValueError(f"{where}.deployment {use.deployment!r} is not under 'deployments' (defined: {known})")
+            serves_embeddings = getattr(self.deployments[use.deployment], "embedding", None)
+            if isinstance(use, EmbeddingsUse) and serves_embeddings is False:
+                raise ValueError(f"{where}.deployment {use.deployment!r} serves chat: give it embedding: true")
+            if isinstance(use, ModelUse) and serves_embeddings:
+                raise ValueError(f"{where}.deployment {use.deployment!r} serves embeddings only, not chat")
         labels = [m.display for m in self.methods]
         if len(set(labels)) != len(labels):
             raise ValueError(f"methods need distinct labels, got {labels}")

@@ -28,6 +28,8 @@ from typing import Any, Literal
 import uvicorn
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.llm.asgi import read_body, send_json
+
 # messages, whole request body -> reply text (None: a reply whose content is null).
 Responder = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str | None]]
 # status, JSON body (or raw bytes), extra headers
@@ -48,15 +50,6 @@ class Fault(BaseModel):
     status: int = 500
     message: str = "internal error"
     retry_after: float | None = None
-
-
-async def _read_body(receive: Any) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
 
 
 def _words(text: str | None) -> int:
@@ -161,16 +154,12 @@ class StubServer:
             status, body, headers = 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}, {}
         elif method == "POST" and path == "/v1/chat/completions":
             self.authorizations.append(dict(scope["headers"]).get(b"authorization", b"").decode())
-            status, body, headers = await self._admit(json.loads(await _read_body(receive)), self._chat)
+            status, body, headers = await self._admit(json.loads(await read_body(receive)), self._chat)
         elif method == "POST" and path == "/v1/embeddings":
-            status, body, headers = await self._admit(json.loads(await _read_body(receive)), self._embeddings)
+            status, body, headers = await self._admit(json.loads(await read_body(receive)), self._embeddings)
         else:
             status, body, headers = 404, {"error": {"message": f"no route {method} {path}"}}, {}
-        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-        raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-        raw_headers += [(k.encode(), v.encode()) for k, v in headers.items()]
-        await send({"type": "http.response.start", "status": status, "headers": raw_headers})
-        await send({"type": "http.response.body", "body": payload})
+        await send_json(send, status, body, headers)
 
     async def _admit(self, body: dict[str, Any], answer: Callable[[dict[str, Any]], Awaitable[Reply]]) -> Reply:
         """Every POST: recorded, delayed, failed if a fault is pending, else answered by its route."""

@@ -36,6 +36,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def add_commands(cli: CliHooks) -> None:
-    parser = cli.add_fetch("methods", help="the released prompts methods read (ZipAct), checksums verified")
-    parser.add_argument("--base-url", default=None, help="a mirror of the sources' raw files (for tests)")
+    parser = cli.add_fetch("methods", help="the released prompts methods read (ZipAct, ReasoningBank), checksums verified")
+    parser.add_argument("--base-url", default=None,
+                        help="a mirror laid out as raw.githubusercontent.com (owner/repo/commit/path), for tests")
     parser.set_defaults(handler=_fetch)

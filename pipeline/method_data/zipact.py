@@ -1,34 +1,10 @@
-"""ZipAct's released prompts (MIT): the string literals of its source files at a pinned commit,
-taken out with ``ast`` and written as text files, each checked against its SHA-256.
-
-Module-level prompts are the values of their assignments; the two user templates are f-string
-bodies inside ``ZipActAgent`` methods, kept as written (placeholders unevaluated).
-"""
+"""ZipAct's released prompts (MIT, ``Thomas-mci-21/ZipAct``): module-level prompts of its prompt
+files and the two user templates, f-string bodies inside ``ZipActAgent`` methods."""
 
 from __future__ import annotations
 
-import ast
-import hashlib
-from dataclasses import dataclass
-from pathlib import Path
-
-from pipeline.atomic import write_bytes_atomic
-from pipeline.data import BenchmarkDataError, download
 from pipeline.method_data import FETCHERS
-
-REPO = "Thomas-mci-21/ZipAct"
-COMMIT = "8d57023d48e3b5f8ddf7a77892a22a3ad02e8e9d"
-BASE_URL = f"https://raw.githubusercontent.com/{REPO}/{COMMIT}"
-LICENSE_SHA256 = "e0e9ce74e04b40902c83ef688b0946d0bb99eafcf2bc4487cdfd3e882fa61a78"
-
-
-@dataclass(frozen=True)
-class Literal:
-    out: str  # file name under methods/zipact/
-    source: str  # path in the repository
-    name: str  # a module-level variable, or Class.method.variable for an f-string in a method
-    sha256: str
-
+from pipeline.method_data.literals import Literal, ReleasedPrompts
 
 _PROMPTS = "src/prompts/zipact_prompts.py"
 _SCI = "src/prompts/sciworld_prompts.py"
@@ -59,52 +35,8 @@ LITERALS = (
             "7722acfba750a9403647f6e8d9f9d85e49e5f51ab3fb65403342e05bfa1e4a5d"),
 )
 
-
-class ZipActFetchError(BenchmarkDataError):
-    pass
-
-
-def extract(source: str, name: str, where: str) -> str:
-    """The text of one literal of a Python source (see the module docstring)."""
-    tree = ast.parse(source)
-    *scope, variable = name.split(".")
-    body: list[ast.stmt] = tree.body
-    for part in scope:  # Class, then method
-        node = next((n for n in body if isinstance(n, ast.ClassDef | ast.FunctionDef) and n.name == part), None)
-        if node is None:
-            raise ZipActFetchError(f"{where}: no {part!r} (looking for {name})")
-        body = node.body
-    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets):
-            value = node.value
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                return value.value
-            if isinstance(value, ast.JoinedStr):
-                segment = ast.get_source_segment(source, value) or ""
-                for quote in ('f"""', "f'''", 'f"', "f'"):
-                    if segment.startswith(quote):
-                        return segment[len(quote):-(len(quote) - 1)]
-    raise ZipActFetchError(f"{where}: no string assigned to {name}")
-
-
-def fetch_zipact(data_dir: Path, base_url: str | None = None) -> str:
-    base = (base_url or BASE_URL).rstrip("/")
-    folder = Path(data_dir) / "methods" / "zipact"
-    sources = {path: download(f"{base}/{path}", timeout=60, error=ZipActFetchError).decode("utf-8")
-               for path in dict.fromkeys(lit.source for lit in LITERALS)}
-    files: dict[str, bytes] = {}
-    for lit in LITERALS:
-        data = extract(sources[lit.source], lit.name, f"{REPO}@{COMMIT[:7]}:{lit.source}").encode("utf-8")
-        if hashlib.sha256(data).hexdigest() != lit.sha256:
-            raise ZipActFetchError(f"{lit.source}: {lit.name} is not the pinned prompt (SHA-256 differs); nothing written")
-        files[lit.out] = data
-    licence = download(f"{base}/LICENSE", timeout=60, error=ZipActFetchError)
-    if hashlib.sha256(licence).hexdigest() != LICENSE_SHA256:
-        raise ZipActFetchError("LICENSE is not the pinned one (SHA-256 differs); nothing written")
-    files["LICENSE"] = licence
-    for out, data in files.items():  # only once everything checked out
-        write_bytes_atomic(folder / out, data)
-    return f"{len(LITERALS)} prompts and the licence of {REPO}@{COMMIT[:7]} in {folder}"
-
-
-FETCHERS["zipact"] = fetch_zipact
+ZIPACT = ReleasedPrompts(
+    method="zipact", repo="Thomas-mci-21/ZipAct", commit="8d57023d48e3b5f8ddf7a77892a22a3ad02e8e9d", literals=LITERALS,
+    licence_sha256="e0e9ce74e04b40902c83ef688b0946d0bb99eafcf2bc4487cdfd3e882fa61a78",
+)
+FETCHERS["zipact"] = ZIPACT.fetch

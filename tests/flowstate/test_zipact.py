@@ -21,10 +21,10 @@ from flowstate import (
     new_session,
     parse_output,
 )
+from flowstate.data import MethodDataError
 from flowstate.methods.zipact import parse_state
 from flowstate.methods.zipact.prompts import (
     SHA256,
-    ZipActPromptsError,
     actor_rules,
     initial_state,
     inline_rules,
@@ -71,13 +71,13 @@ def test_inline_rules_speak_to_an_agent_that_acts_and_the_actor_keeps_only_its_d
 
 
 def test_missing_or_changed_prompts_are_clear_errors(tmp_path):
-    with pytest.raises(ZipActPromptsError, match="flowstate data fetch methods"):
+    with pytest.raises(MethodDataError, match="flowstate data fetch methods"):
         inline_rules(world_state(None, None), tmp_path)
     folder = tmp_path / "methods" / "zipact"
     folder.mkdir(parents=True)
     for name in SHA256:
         (folder / name).write_text((DATA_DIR / "methods" / "zipact" / name).read_text() + " ")
-    with pytest.raises(ZipActPromptsError, match="SHA-256 differs"):
+    with pytest.raises(MethodDataError, match="SHA-256 differs"):
         updater_system(world_state(None, None), tmp_path)
 
 

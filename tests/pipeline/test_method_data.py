@@ -14,19 +14,25 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from pipeline.method_data.zipact import LICENSE_SHA256, LITERALS, ZipActFetchError, extract, fetch_zipact
+from pipeline.method_data.literals import MethodFetchError, ReleasedPrompts, extract
+from pipeline.method_data.reasoningbank import REASONINGBANK
+from pipeline.method_data.zipact import ZIPACT
 from tests.conftest import DATA_DIR
 from tests.pipeline.benchmarks.taubench.test_fetch import QuietHandler
 
-RELEASED = DATA_DIR / "methods" / "zipact"
+RELEASES = (ZIPACT, REASONINGBANK)
 
 
-def _sources() -> dict[str, str]:
+def _released(release: ReleasedPrompts) -> Path:
+    return DATA_DIR / "methods" / release.method
+
+
+def _sources(release: ReleasedPrompts) -> dict[str, str]:
     """Python files holding the released literals the way upstream's do (constants, f-strings in methods)."""
     files: dict[str, list[str]] = {}
     methods: dict[str, list[str]] = {}
-    for lit in LITERALS:
-        text = (RELEASED / lit.out).read_text(encoding="utf-8")
+    for lit in release.literals:
+        text = (_released(release) / lit.out).read_text(encoding="utf-8")
         if "." in lit.name:
             _, method, variable = lit.name.split(".")
             methods.setdefault(lit.source, []).append(
@@ -41,11 +47,14 @@ def _sources() -> dict[str, str]:
 
 @pytest.fixture
 def mirror(tmp_path: Path) -> Iterator[str]:
+    """raw.githubusercontent.com's layout: owner/repo/commit/path."""
     root = tmp_path / "mirror"
-    for source, text in _sources().items():
-        (root / source).parent.mkdir(parents=True, exist_ok=True)
-        (root / source).write_text(text, encoding="utf-8")
-    (root / "LICENSE").write_bytes((RELEASED / "LICENSE").read_bytes())
+    for release in RELEASES:
+        tree = root / release.repo / release.commit
+        for source, text in _sources(release).items():
+            (tree / source).parent.mkdir(parents=True, exist_ok=True)
+            (tree / source).write_text(text, encoding="utf-8")
+        (tree / release.licence).write_bytes((_released(release) / "LICENSE").read_bytes())
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -56,30 +65,34 @@ def mirror(tmp_path: Path) -> Iterator[str]:
 
 def test_the_prompts_are_extracted_checked_and_written(mirror, tmp_path, capsys):
     assert main(["data", "fetch", "methods", "--data-dir", str(tmp_path / "data"), "--base-url", mirror]) == 0
-    assert "zipact: 11 prompts and the licence" in capsys.readouterr().out
-    folder = tmp_path / "data" / "methods" / "zipact"
-    for lit in LITERALS:
-        assert (folder / lit.out).read_bytes() == (RELEASED / lit.out).read_bytes()
-        assert hashlib.sha256((folder / lit.out).read_bytes()).hexdigest() == lit.sha256
-    assert hashlib.sha256((folder / "LICENSE").read_bytes()).hexdigest() == LICENSE_SHA256
+    out = capsys.readouterr().out
+    assert "zipact: 11 prompts and the licence" in out and "reasoningbank: 2 prompts and the licence" in out
+    assert "licence SHA-256 cfc7749b96f6…, not pinned" in out  # reported where no pin exists
+    for release in RELEASES:
+        folder = tmp_path / "data" / "methods" / release.method
+        for lit in release.literals:
+            assert (folder / lit.out).read_bytes() == (_released(release) / lit.out).read_bytes()
+            assert hashlib.sha256((folder / lit.out).read_bytes()).hexdigest() == lit.sha256
+        assert (folder / "LICENSE").read_bytes() == (_released(release) / "LICENSE").read_bytes()
+    assert hashlib.sha256((tmp_path / "data/methods/zipact/LICENSE").read_bytes()).hexdigest() == ZIPACT.licence_sha256
 
 
 def test_a_changed_prompt_is_refused_and_nothing_is_written(mirror, tmp_path):
-    target = tmp_path / "mirror" / "src" / "prompts" / "zipact_prompts.py"
+    target = tmp_path / "mirror" / ZIPACT.repo / ZIPACT.commit / "src" / "prompts" / "zipact_prompts.py"
     target.write_text(target.read_text().replace("State Updater", "State Keeper"))
-    with pytest.raises(ZipActFetchError, match="not the pinned prompt"):
-        fetch_zipact(tmp_path / "data", mirror)
+    with pytest.raises(MethodFetchError, match="not the pinned prompt"):
+        ZIPACT.fetch(tmp_path / "data", mirror)
     assert not (tmp_path / "data" / "methods").exists()
 
 
 def test_an_unreachable_source_is_a_clear_error(tmp_path, capsys):
     assert main(["data", "fetch", "methods", "--data-dir", str(tmp_path), "--base-url", "http://127.0.0.1:9"]) == 2
-    assert "Could not download http://127.0.0.1:9/src/" in capsys.readouterr().err
+    assert "Could not download http://127.0.0.1:9/" in capsys.readouterr().err
 
 
 def test_extract_reads_constants_and_f_string_bodies_as_written():
     source = 'A = "x\\ny"\nclass K:\n    def m(self):\n        v = f"""one {a}\n{self.b}"""\n'
     assert extract(source, "A", "s") == "x\ny"
     assert extract(source, "K.m.v", "s") == "one {a}\n{self.b}"
-    with pytest.raises(ZipActFetchError, match="no 'Q'"):
+    with pytest.raises(MethodFetchError, match="no 'Q'"):
         extract(source, "Q.m.v", "s")

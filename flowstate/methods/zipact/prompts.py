@@ -11,7 +11,6 @@ moved (:func:`flowstate.prompts.edited`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from functools import cache
@@ -21,20 +20,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from flowstate.data import DATA_ENV_VAR, default_data_dir
+from flowstate.data import read_method_file
 from flowstate.prompts import edited, replace_between
 
-FOLDER = ("methods", "zipact")
+FOLDER = "zipact"  # under <data dir>/methods/
 # sha256 of each file we read (SOURCE.md of the data folder; upstream commit 8d57023).
 SHA256 = {
     "alfworld_updater_system.txt": "af71771e04fb75f6115d52e73e18d39d6f874dd2fc0cc8e11571b0edb492ce6f",
     "alfworld_actor_system.txt": "8e9b91feebcf4d9b6a439e84c3278c36110edf538f8bef9be7d41e08025f3d00",
     "agent_updater_user_template.txt": "d99bd0563bbe8733949a3951b3d2e8016196f882f6045cb31570125ff8402856",
 }
-
-
-class ZipActPromptsError(RuntimeError):
-    pass
 
 
 class WorldField(BaseModel):
@@ -66,15 +61,7 @@ def world_state(benchmark: str | None, domain: str | None) -> WorldState:
 
 def upstream(name: str, data_dir: Path | None = None) -> str:
     """One released prompt, checked against its pinned SHA-256."""
-    path = (data_dir or default_data_dir()).joinpath(*FOLDER, name)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ZipActPromptsError(f"ZipAct's prompt {path} is missing ({exc.strerror}): run `flowstate data fetch "
-                                 f"methods`, or set {DATA_ENV_VAR} to the folder that holds methods/zipact/") from None
-    if hashlib.sha256(data).hexdigest() != SHA256[name]:
-        raise ZipActPromptsError(f"{path} is not the pinned ZipAct prompt (its SHA-256 differs)")
-    return data.decode("utf-8")
+    return read_method_file(FOLDER, name, SHA256[name], data_dir, what="ZipAct")
 
 
 def initial_state(world: WorldState) -> dict[str, Any]:

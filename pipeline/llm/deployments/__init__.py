@@ -23,15 +23,17 @@ from pipeline.llm.deployments.specs import (
     VllmSpec,
     smollm2_gguf,
 )
+from pipeline.llm.deployments.wordllama import WordLlamaSpec
 
 register_deployment_kind(EndpointSpec, EndpointDeployment)
 register_deployment_kind(LlamaCppSpec, ReplicatedDeployment)
 register_deployment_kind(VllmSpec, ReplicatedDeployment)
 register_deployment_kind(ScriptedSpec, ScriptedDeployment)
+register_deployment_kind(WordLlamaSpec, ReplicatedDeployment)
 
 __all__ = [
     "DEPLOYMENT_KINDS", "SCRIPTED_POLICIES", "Deployment", "DeploymentSpec", "DeploymentSpecBase",
     "EndpointDeployment", "EndpointSpec", "LlamaCppSpec", "ReplicatedDeployment", "ScriptedDeployment",
-    "ScriptedFactory", "ScriptedSpec", "ServerReplica", "VllmSpec", "cli_flags", "llamacpp_command",
+    "ScriptedFactory", "ScriptedSpec", "ServerReplica", "VllmSpec", "WordLlamaSpec", "cli_flags", "llamacpp_command",
     "make_deployment", "register_deployment_kind", "replica_options", "smollm2_gguf", "vllm_command",
 ]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeline.llm.deployments.specs import LlamaCppSpec, VllmSpec
+from pipeline.llm.deployments.specs import LlamaCppSpec, ReplicatedSpec, VllmSpec
 
 # Served with every vLLM replica unless the job's engine_args say otherwise: cached-token figures
 # in usage, usage always present, thinking off (it would eat the token budget of each step).
@@ -21,9 +22,6 @@ VLLM_DEFAULTS: dict[str, Any] = {
 # An embeddings replica: vLLM's pooling runner (``--runner pooling``, vLLM 0.10.1 and later) serves
 # /v1/embeddings; generation-only defaults do not apply to it.
 VLLM_POOLING: dict[str, Any] = {"runner": "pooling"}
-# Where each engine answers "is the process up" without waiting for a running generation:
-# llama-cpp-python's /v1/models takes the model lock, /openapi.json does not.
-LIVENESS_PATH: dict[str, str] = {"vllm": "/health", "llamacpp": "/openapi.json"}
 
 
 def cli_flags(options: Mapping[str, Any], style: Literal["vllm", "llamacpp"]) -> list[str]:
@@ -79,20 +77,51 @@ def vllm_command(spec: VllmSpec, host: str, port: int, python: str = sys.executa
     return [vllm, "serve", spec.model, *cli_flags(options, "vllm")]
 
 
-def server_command(spec: LlamaCppSpec | VllmSpec, host: str, port: int, python: str = sys.executable) -> list[str]:
-    build = llamacpp_command if isinstance(spec, LlamaCppSpec) else vllm_command
-    return build(spec, host, port, python)
+@dataclass(frozen=True)
+class ServerKind:
+    """How a replica of one served kind runs: its command line, the Ray resources it holds, where
+    it answers "is the process up" without waiting behind a running request, its Python package."""
+
+    command: Callable[[Any, str, int, str], list[str]]  # (spec, host, port, python) -> argv
+    resources: Callable[[Any], dict[str, Any]]
+    liveness_path: str
+    engine_package: str
 
 
-def replica_options(spec: LlamaCppSpec | VllmSpec) -> dict[str, Any]:
+SERVER_KINDS: dict[str, ServerKind] = {}
+
+
+def register_server_kind(kind: str, server: ServerKind) -> None:
+    """Let :class:`~pipeline.llm.deployments.replica.ServerReplica` run servers of ``kind``."""
+    SERVER_KINDS[kind] = server
+
+
+def server_kind(spec: ReplicatedSpec) -> ServerKind:
+    return SERVER_KINDS[spec.kind]
+
+
+def server_command(spec: ReplicatedSpec, host: str, port: int, python: str = sys.executable) -> list[str]:
+    return server_kind(spec).command(spec, host, port, python)
+
+
+def replica_options(spec: ReplicatedSpec) -> dict[str, Any]:
     """``ServerReplica.options(...)``: the resources the server uses, replicas spread over nodes.
 
-    A vLLM replica holds ``tensor_parallel_size`` GPUs of one node (one actor lives on one node;
-    Ray sets CUDA_VISIBLE_DEVICES, which the server inherits). No restarts: a dead replica is
-    taken out by the router instead of coming back on another port.
+    No restarts: a dead replica is taken out by the router instead of coming back on another port.
     """
-    if isinstance(spec, LlamaCppSpec):
-        resources: dict[str, Any] = {"num_cpus": spec.num_cpus if spec.num_cpus is not None else spec.n_threads}
-    else:
-        resources = {"num_cpus": 1, "num_gpus": spec.tensor_parallel_size}
-    return {**resources, "scheduling_strategy": "SPREAD", "max_restarts": 0}
+    return {**server_kind(spec).resources(spec), "scheduling_strategy": "SPREAD", "max_restarts": 0}
+
+
+def _llamacpp_resources(spec: LlamaCppSpec) -> dict[str, Any]:
+    return {"num_cpus": spec.num_cpus if spec.num_cpus is not None else spec.n_threads}
+
+
+def _vllm_resources(spec: VllmSpec) -> dict[str, Any]:
+    """A vLLM replica holds ``tensor_parallel_size`` GPUs of one node (one actor lives on one node;
+    Ray sets CUDA_VISIBLE_DEVICES, which the server inherits)."""
+    return {"num_cpus": 1, "num_gpus": spec.tensor_parallel_size}
+
+
+# llama-cpp-python's /v1/models takes the model lock, /openapi.json does not.
+register_server_kind("llamacpp", ServerKind(llamacpp_command, _llamacpp_resources, "/openapi.json", "llama-cpp-python"))
+register_server_kind("vllm", ServerKind(vllm_command, _vllm_resources, "/health", "vllm"))

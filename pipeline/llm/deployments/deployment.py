@@ -15,11 +15,11 @@ from ray.exceptions import RayError, RayTaskError
 
 from flowstate.chat import Embedder, Policy
 from pipeline.llm.client import ChatClient, EmbeddingClient
-from pipeline.llm.deployments.commands import LIVENESS_PATH, replica_options
+from pipeline.llm.deployments.commands import replica_options, server_kind
 from pipeline.llm.deployments.health import wait_until_ready
 from pipeline.llm.deployments.replica import ServerReplica
 from pipeline.llm.deployments.scripted import scripted_factory
-from pipeline.llm.deployments.specs import DeploymentSpecBase, EndpointSpec, LlamaCppSpec, ScriptedSpec, VllmSpec
+from pipeline.llm.deployments.specs import DeploymentSpecBase, EndpointSpec, ReplicatedSpec, ScriptedSpec
 from pipeline.llm.errors import DeploymentStartError
 from pipeline.llm.router import Router, RouterEndpoints
 from pipeline.llm.settings import SamplingParams
@@ -93,11 +93,12 @@ class EndpointDeployment(Deployment):
 
 
 class ReplicatedDeployment(Deployment):
-    """llama.cpp or vLLM servers in ``ServerReplica`` actors behind one ``Router`` actor."""
+    """Servers of a registered server kind (llama.cpp, vLLM, ...) in ``ServerReplica`` actors
+    behind one ``Router`` actor."""
 
-    spec: LlamaCppSpec | VllmSpec
+    spec: ReplicatedSpec
 
-    def __init__(self, spec: LlamaCppSpec | VllmSpec) -> None:
+    def __init__(self, spec: ReplicatedSpec) -> None:
         super().__init__(spec)
         self.replicas: list[Any] = []
         self.router: Any = None
@@ -111,7 +112,7 @@ class ReplicatedDeployment(Deployment):
         options = replica_options(self.spec)
         self.replicas = [ServerReplica.options(**options).remote(self.spec) for _ in range(self.spec.replicas)]
         starts = [replica.start.remote() for replica in self.replicas]
-        self.router = Router.remote(LIVENESS_PATH[self.spec.kind], *starts,
+        self.router = Router.remote(server_kind(self.spec).liveness_path, *starts,
                                     rebalance_margin=self.spec.rebalance_margin)
         try:
             self.urls = ray.get(starts)
@@ -130,6 +131,8 @@ class ReplicatedDeployment(Deployment):
                context: Any = None) -> Policy:
         if not self.urls:
             raise RuntimeError("start() the deployment before asking for policies")
+        if self.spec.embedding:
+            raise NotImplementedError(f"this {self.spec.kind} deployment serves embeddings, not chat")
         conversation = f"{session_id}/{role}"
         return ChatClient(RouterEndpoints(self.router, conversation), self.spec.served_model(),
                           engine=self.spec.kind, sampling=sampling or self.spec.sampling,

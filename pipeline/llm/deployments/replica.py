@@ -15,11 +15,10 @@ from typing import Any
 
 import ray
 
-from pipeline.llm.deployments.commands import server_command
+from pipeline.llm.deployments.commands import server_command, server_kind
 from pipeline.llm.deployments.health import wait_until_ready
-from pipeline.llm.deployments.specs import LlamaCppSpec, VllmSpec
+from pipeline.llm.deployments.specs import ReplicatedSpec
 
-_ENGINE_PACKAGE = {"llamacpp": "llama-cpp-python", "vllm": "vllm"}
 _TAIL_BYTES = 4000
 
 
@@ -38,7 +37,7 @@ class _ServerReplica:
     """Launches the server on a free port under ``pipeline.llm._supervise`` (so the server dies
     with this actor even when the actor is SIGKILLed) and logs its output to a private file."""
 
-    def __init__(self, spec: LlamaCppSpec | VllmSpec) -> None:
+    def __init__(self, spec: ReplicatedSpec) -> None:
         self.spec = spec
         self.host = bind_host(spec.host)
         self.port = free_port(self.host)
@@ -72,7 +71,7 @@ class _ServerReplica:
             return log.read().decode("utf-8", "replace")
 
     def describe(self) -> dict[str, Any]:
-        package = _ENGINE_PACKAGE[self.spec.kind]
+        package = server_kind(self.spec).engine_package
         try:
             version = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:

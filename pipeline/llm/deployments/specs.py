@@ -78,8 +78,9 @@ class EndpointSpec(_ServedSpec):
         return self.context_length
 
 
-class _ReplicatedSpec(_ServedSpec):
-    """Servers started by the sweep, one Ray actor per replica."""
+class ReplicatedSpec(_ServedSpec):
+    """Servers started by the sweep, one Ray actor per replica (each kind registers how to run
+    one: :func:`pipeline.llm.deployments.commands.register_server_kind`)."""
 
     replicas: int = Field(default=1, ge=1)
     # "127.0.0.1" (one machine), or "node": bind to the Ray node's IP so other nodes can reach it.
@@ -88,9 +89,16 @@ class _ReplicatedSpec(_ServedSpec):
     # Move a conversation off its replica when that one has more than this many conversations
     # above the least-loaded replica (None: always sticky). See pipeline.llm.router.
     rebalance_margin: int | None = Field(default=None, ge=0)
+    # Serve /v1/embeddings (llama.cpp's --embedding, vLLM's pooling runner) instead of chat;
+    # dumped only when set.
+    embedding: bool = Field(default=False, exclude_if=lambda v: v is False)
+
+    def served_model(self) -> str:
+        """The model name its server answers to."""
+        raise NotImplementedError
 
 
-class LlamaCppSpec(_ReplicatedSpec):
+class LlamaCppSpec(ReplicatedSpec):
     """llama-cpp-python's OpenAI server on CPUs: the embedded default."""
 
     kind: Literal["llamacpp"] = "llamacpp"
@@ -101,8 +109,6 @@ class LlamaCppSpec(_ReplicatedSpec):
     n_threads: int = Field(default=2, ge=1)
     num_cpus: float | None = None  # Ray CPUs reserved per replica; None: n_threads
     server_args: dict[str, Any] = {}  # more `python -m llama_cpp.server` settings, e.g. {"n_batch": 256}
-    # Serve /v1/embeddings (llama.cpp's --embedding) instead of chat; dumped only when set.
-    embedding: bool = Field(default=False, exclude_if=lambda v: v is False)
 
     def identity(self) -> dict[str, Any]:
         model = self.model_path.name if self.model_path else SMOLLM2_FILE
@@ -118,7 +124,7 @@ class LlamaCppSpec(_ReplicatedSpec):
         return self.gguf().stem
 
 
-class VllmSpec(_ReplicatedSpec):
+class VllmSpec(ReplicatedSpec):
     """``vllm serve`` on Ray GPUs (CUDA only)."""
 
     kind: Literal["vllm"] = "vllm"
@@ -127,8 +133,6 @@ class VllmSpec(_ReplicatedSpec):
     engine_args: dict[str, Any] = {}  # vLLM CLI options, snake_case keys: {"max_model_len": 16384}
     served_model_name: str | None = None
     startup_timeout_s: float = Field(default=1200.0, gt=0)  # weights load + CUDA graph capture
-    # Serve /v1/embeddings (vLLM's pooling runner) instead of chat; dumped only when set.
-    embedding: bool = Field(default=False, exclude_if=lambda v: v is False)
 
     def identity(self) -> dict[str, Any]:
         return {"kind": self.kind, "model": self.model, "engine_args": self.engine_args,
