@@ -17,8 +17,10 @@ from flowstate.chat import (
     Embedder,
     Embeddings,
     Policy,
+    SamplingOverride,
     TokenUsage,
     estimate_tokens,
+    with_sampling,
 )
 from flowstate.environment import Environment, RequestEnd, ToolCall, ToolResult
 from flowstate.loop import EpisodeResult, LoopLimits, StepRunner, run_episode
@@ -81,8 +83,9 @@ __all__ = [
     "METHODS", "MethodCallers", "MethodOptions", "MethodPlugin", "MethodRecord", "MethodSession", "ModelExchange",
     "Observation", "Origin", "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref", "Registry", "Rejection",
     "RelationType", "RemoveOp", "Repository", "RepositoryExport", "RequestEnd", "RequestOutcome", "RequestRecord",
-    "RequestStart", "StateNode", "StateType", "StepClock", "StepEffects", "StepRecord", "StepRunner", "TaskPrompt",
-    "TokenUsage", "ToolCall", "ToolResult", "Trace", "UnknownPluginError", "UpdateOp", "UpdateValidation",
+    "RequestStart", "SamplingOverride", "StateNode", "StateType", "StepClock", "StepEffects", "StepRecord",
+    "StepRunner", "TaskPrompt", "TokenUsage", "ToolCall", "ToolResult", "Trace", "UnknownPluginError", "UpdateOp",
+    "UpdateValidation",
     "estimate_tokens", "method_options", "method_plugin", "new_session", "observation_id", "parse_output",
-    "protocol_schema", "register_method", "render_trajectory", "replay_trace", "run_episode",
+    "protocol_schema", "register_method", "render_trajectory", "replay_trace", "run_episode", "with_sampling",
 ]

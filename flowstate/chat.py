@@ -72,6 +72,24 @@ class Policy(Protocol):
     ) -> Completion: ...
 
 
+class SamplingOverride(BaseModel):
+    """What one use of a model fixes for its calls, replacing the role's settings (a method that
+    calls its memory model the way its own code does: a judge at temperature 0, ...)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+
+
+def with_sampling(policy: Policy, override: SamplingOverride) -> Policy:
+    """``policy`` calling with ``override`` where it samples (a server's client has ``with_sampling``);
+    a policy that does not sample, such as a scripted fixture, is returned as it is."""
+    resample = getattr(policy, "with_sampling", None)
+    return resample(override) if callable(resample) else policy
+
+
 class Embeddings(BaseModel):
     """Vectors for a batch of texts, in input order, with the tokens the server counted."""
 

@@ -178,14 +178,17 @@ async def run_episode(
     outside the model (an endpoint down after retries) propagate: they are infrastructure errors.
     """
     runner = StepRunner(session, count_tokens)
-    query = await env.first_request()
-    termination = env.termination or (NO_REQUEST if query is None else None)
-    while query is not None and termination is None:
-        await runner.begin_request(query, env)
-        end = await _run_request(runner, policy, env, limits)
-        await runner.end_request(end.ended, end.final_response, env)
-        query, termination = end.next_query, end.termination
-    return runner.result(termination or env.termination or ENVIRONMENT_DONE)
+    try:
+        query = await env.first_request()
+        termination = env.termination or (NO_REQUEST if query is None else None)
+        while query is not None and termination is None:
+            await runner.begin_request(query, env)
+            end = await _run_request(runner, policy, env, limits)
+            await runner.end_request(end.ended, end.final_response, env)
+            query, termination = end.next_query, end.termination
+        return runner.result(termination or env.termination or ENVIRONMENT_DONE)
+    finally:
+        await session.aclose()
 
 
 async def _run_request(runner: StepRunner, policy: Policy, env: Environment, limits: LoopLimits) -> _RequestEnd:

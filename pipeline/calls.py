@@ -13,7 +13,17 @@ from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict
 
-from flowstate import ChatMessage, Completion, Embedder, Embeddings, Policy, StepClock, TokenUsage
+from flowstate import (
+    ChatMessage,
+    Completion,
+    Embedder,
+    Embeddings,
+    Policy,
+    SamplingOverride,
+    StepClock,
+    TokenUsage,
+    with_sampling,
+)
 from pipeline.benchmarks.plugin import Role
 
 
@@ -73,6 +83,9 @@ class CallLog:
 class RecordingPolicy:
     def __init__(self, inner: Policy, caller: Role, log: CallLog, in_step: bool) -> None:
         self.inner, self.caller, self.log, self.in_step = inner, caller, log, in_step
+
+    def with_sampling(self, override: SamplingOverride) -> RecordingPolicy:
+        return RecordingPolicy(with_sampling(self.inner, override), self.caller, self.log, self.in_step)
 
     async def complete(self, messages: Sequence[ChatMessage], *, json_schema: Any = None) -> Completion:
         completion = await self.inner.complete(messages, json_schema=json_schema)

@@ -14,6 +14,8 @@ from flowstate.methods.flowstate_ablations import (
 )
 from flowstate.methods.flowstate_method import FlowStateOptions, FlowStateSession
 from flowstate.methods.full_context import FullContextOptions, FullContextSession
+from flowstate.methods.mem0 import Mem0Options, Mem0Session
+from flowstate.methods.reasoningbank import ReasoningBankOptions, ReasoningBankSession
 from flowstate.methods.registry import (
     METHODS,
     MethodPlugin,
@@ -32,11 +34,14 @@ register_method(FlowStateNoIsuOptions, FlowStateNoIsuSession)
 register_method(BM25Options, BM25Session)
 register_method(ZipActOptions, ZipActSession)
 register_method(ZipActBM25Options, ZipActBM25Session)
+register_method(ReasoningBankOptions, ReasoningBankSession)
+register_method(Mem0Options, Mem0Session)
 
 __all__ = [
     "METHODS", "BM25Options", "BM25Session", "Capability", "FlowStateNoIsuOptions", "FlowStateNoIsuSession",
     "FlowStateNoPsaOptions", "FlowStateNoPsaSession", "FlowStateOptions", "FlowStateSession",
-    "FullContextOptions", "FullContextSession", "MethodCallers", "MethodOptions", "MethodPlugin",
-    "MethodSession", "StateStats", "method_options", "method_plugin", "new_session", "register_method",
+    "FullContextOptions", "FullContextSession", "Mem0Options", "Mem0Session", "MethodCallers", "MethodOptions", "MethodPlugin",
+    "MethodSession", "ReasoningBankOptions", "ReasoningBankSession", "StateStats", "method_options",
+    "method_plugin", "new_session", "register_method",
     "render_trajectory", "ZipActBM25Options", "ZipActBM25Session", "ZipActOptions", "ZipActSession",
 ]

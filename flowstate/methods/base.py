@@ -154,6 +154,10 @@ class MethodSession(ABC):
     @abstractmethod
     async def end_request(self, outcome: RequestOutcome) -> None: ...
 
+    async def aclose(self) -> None:
+        """Release what the session holds outside memory (files, stores); the loop calls it once
+        the episode ends, however it ends."""
+
     def final_state(self) -> RepositoryExport | None:
         """The state the method kept at the end of the episode, if it keeps a repository."""
         return None

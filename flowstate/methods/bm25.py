@@ -17,14 +17,13 @@ from typing import Literal
 from pydantic import Field
 from rank_bm25 import BM25Okapi
 
-from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
+from flowstate.methods.base import MethodCallers, MethodOptions, MethodSession
+from flowstate.methods.memory_system import NOTHING_RETRIEVED, MemorySystemSession
 from flowstate.methods.tokenizer import Encoding, encoding
-from flowstate.methods.trajectory import TrajectorySession
 from flowstate.prompts import TaskPrompt
 from flowstate.records import RequestOutcome, RequestStart
 
 _TERMS = re.compile(r"[a-z0-9]+")
-NOTHING_RETRIEVED = "None"
 
 
 def terms(text: str) -> list[str]:
@@ -89,26 +88,23 @@ class RetrievalOptions(MethodOptions):
 
 
 class Recall:
-    """BM25 memory as a session uses it: the benchmark's entries stored (its initial memory at the
-    first request, then each finished request's), retrieval once per request, both recorded."""
+    """BM25 memory as a session uses it: entries stored, retrieval with a query, both recorded."""
 
     def __init__(self, session: MethodSession, options: RetrievalOptions) -> None:
         self.session = session
         self.top_k = options.top_k
         self.memory = BM25Memory(options.tokenizer, options.piece_tokens)
-        self.retrieved = NOTHING_RETRIEVED
-
-    def begin(self, request: RequestStart) -> None:
-        self.store(request.memory_entries)
-        hits = self.memory.retrieve(request.memory_query, self.top_k)
-        self.retrieved = render_hits(hits)
-        self.session.record("retrieval", {"query": request.memory_query, "stored_pieces": len(self.memory.pieces),
-                                          "hits": [{"piece": h.piece, "score": h.score} for h in hits]})
 
     def store(self, entries: list[str]) -> None:
         if entries:
             ids = [piece for entry in entries for piece in self.memory.add(entry)]
             self.session.record("write", {"entries": len(entries), "pieces": ids})
+
+    def retrieve(self, query: str) -> str:
+        hits = self.memory.retrieve(query, self.top_k)
+        self.session.record("retrieval", {"query": query, "stored_pieces": len(self.memory.pieces),
+                                          "hits": [{"piece": h.piece, "score": h.score} for h in hits]})
+        return render_hits(hits)
 
 
 class BM25Options(RetrievalOptions):
@@ -116,36 +112,41 @@ class BM25Options(RetrievalOptions):
 
 
 class RecallingSession(MethodSession):
-    """Adds BM25 recall to a session (put it first among the bases): retrieval when a request
-    begins, the benchmark's entries stored when it ends; ``{retrieved_memory}`` for the template."""
+    """Adds BM25 recall to a session that has its own input (put it first among the bases):
+    ``{retrieved_memory}`` for its template, retrieved when a request begins (after the
+    benchmark's initial memory is stored), the entries stored when it ends."""
 
     def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
         self.recall = Recall(self, options)  # type: ignore[arg-type]
+        self.retrieved = NOTHING_RETRIEVED
 
     async def begin_request(self, request: RequestStart) -> None:
         await super().begin_request(request)
-        self.recall.begin(request)
+        self.recall.store(request.memory_entries)
+        self.retrieved = self.recall.retrieve(request.memory_query)
 
     def input_slots(self) -> dict[str, str]:
-        return {**super().input_slots(), "retrieved_memory": self.recall.retrieved}
+        return {**super().input_slots(), "retrieved_memory": self.retrieved}
 
     async def end_request(self, outcome: RequestOutcome) -> None:
         await super().end_request(outcome)
         self.recall.store(outcome.memory_entries)
 
 
-class BM25Session(RecallingSession, TrajectorySession):
-    """B.3 "Memory System": the retrieved pieces in ``<memory>``, the current request's trajectory
-    in ``<trajectory_history>`` (rendered as Full Context renders it)."""
+class BM25Session(MemorySystemSession):
+    """BM25 in the B.3 "Memory System" prompt."""
 
-    uses = frozenset({Capability.MEMORY})
     record_kinds = ("retrieval", "write")
-    input_template = "memory_input"
-    whole_episode = False
 
-    def input_slots(self) -> dict[str, str]:
-        history = self.trajectory.text()
-        self.last_stats = StateStats(active_state_text=self.recall.retrieved + "\n" + history)
-        return {"retrieved_memory": self.recall.retrieved, "query_trajectory": history}
+    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+                 callers: MethodCallers = MethodCallers()) -> None:
+        super().__init__(task, options, tool_names, callers)
+        self.recall = Recall(self, options)  # type: ignore[arg-type]
+
+    async def store(self, entries: list[str]) -> None:
+        self.recall.store(entries)
+
+    async def retrieve(self, query: str) -> str:
+        return self.recall.retrieve(query)

@@ -11,6 +11,7 @@ routed client re-routes between attempts when its replica dies.
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import json
 import os
@@ -24,7 +25,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import httpx
 import openai
 
-from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Embeddings, TokenUsage
+from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Embeddings, SamplingOverride, TokenUsage
 from pipeline.llm.errors import ModelError, ModelRequestError, ModelUnavailableError
 from pipeline.llm.prefix import PrefixMemory, estimate_cached_tokens, render_prompt
 from pipeline.llm.settings import ClientSettings, Engine, RetryPolicy, SamplingParams
@@ -287,6 +288,12 @@ class ChatClient(OpenAIClient):
 
     def __repr__(self) -> str:
         return f"ChatClient(model={self.model!r}, engine={self.engine!r}, endpoints={self.endpoints!r})"
+
+    def with_sampling(self, override: SamplingOverride) -> ChatClient:
+        """The same conversation (routing, limits) sampling with ``override``'s settings where set."""
+        clone = copy.copy(self)
+        clone.sampling = self.sampling.model_copy(update=override.model_dump(exclude_none=True))
+        return clone
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, json_schema: Mapping[str, Any] | None = None

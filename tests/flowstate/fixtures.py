@@ -5,18 +5,22 @@ Shared by the core tests and by pipeline tests that need a deterministic policy.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowstate import (
     ChatMessage,
     Completion,
+    Embeddings,
     Environment,
     MethodCallers,
     RequestEnd,
     RequestOutcome,
     RequestStart,
+    SamplingOverride,
     TaskPrompt,
     TokenUsage,
     ToolCall,
@@ -51,6 +55,10 @@ class ScriptedPolicyFixture:
         self.script = list(script)
         self.calls: list[list[ChatMessage]] = []
         self.schemas: list[Any] = []
+        self.samplings: list[SamplingOverride] = []
+
+    def with_sampling(self, override: SamplingOverride) -> SampledFixture:
+        return SampledFixture(self, override)
 
     async def complete(self, messages: Sequence[ChatMessage], *, json_schema: Any = None) -> Completion:
         self.calls.append(list(messages))
@@ -62,6 +70,37 @@ class ScriptedPolicyFixture:
         prompt_chars = sum(len(m.content) for m in messages)
         return Completion(text=text, usage=TokenUsage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4),
                           latency_s=0.001)
+
+
+class SampledFixture:
+    """TEST FIXTURE: a scripted policy seen through ``with_sampling``: calls go to the script, each
+    with the override it was made with (kept in ``ScriptedPolicyFixture.samplings``)."""
+
+    def __init__(self, inner: ScriptedPolicyFixture, override: SamplingOverride) -> None:
+        self.inner, self.override = inner, override
+
+    async def complete(self, messages: Sequence[ChatMessage], *, json_schema: Any = None) -> Completion:
+        self.inner.samplings.append(self.override)
+        return await self.inner.complete(messages, json_schema=json_schema)
+
+
+class BagOfWordsEmbedderFixture:
+    """TEST FIXTURE: an embedder counting lower-cased words into ``dims`` hashed buckets (texts
+    sharing words are similar); keeps every batch it was given."""
+
+    def __init__(self, dims: int = 64) -> None:
+        self.dims = dims
+        self.inputs: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        self.inputs.append(list(texts))
+        vectors = []
+        for text in texts:
+            vector = [0.0] * self.dims
+            for word in re.findall(r"[a-z0-9]+", text.lower()):
+                vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.dims] += 1.0
+            vectors.append(vector)
+        return Embeddings(vectors=vectors, prompt_tokens=sum(len(t.split()) for t in texts))
 
 
 class EnvironmentFixture(Environment):
