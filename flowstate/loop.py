@@ -24,6 +24,8 @@ from flowstate.runtime import Observation
 # Termination reasons the loop itself produces (environments add their own, e.g. user_stop).
 MAX_STEPS = "max_steps"
 CONTEXT_OVERFLOW = "context_overflow"
+# A method's own model (its memory model) was given a prompt longer than its window.
+MEMORY_CONTEXT_OVERFLOW = "memory_context_overflow"
 NO_REQUEST = "no_request"
 ENVIRONMENT_DONE = "environment_done"
 
@@ -182,9 +184,13 @@ async def run_episode(
         query = await env.first_request()
         termination = env.termination or (NO_REQUEST if query is None else None)
         while query is not None and termination is None:
-            await runner.begin_request(query, env)
-            end = await _run_request(runner, policy, env, limits)
-            await runner.end_request(end.ended, end.final_response, env)
+            try:
+                await runner.begin_request(query, env)
+                end = await _run_request(runner, policy, env, limits)
+                await runner.end_request(end.ended, end.final_response, env)
+            except ContextOverflowError:  # the agent's own overflow ends its request in _run_request
+                termination = MEMORY_CONTEXT_OVERFLOW
+                break
             query, termination = end.next_query, end.termination
         return runner.result(termination or env.termination or ENVIRONMENT_DONE)
     finally:

@@ -104,3 +104,19 @@ def test_eight_concurrent_episodes_in_one_loop_keep_their_own_stores():
         assert f"canary{i}" in found
         assert all(f"canary{j}" not in found for j in range(8) if j != i)
         assert not scratch.exists()
+
+
+def test_a_memory_prompt_longer_than_the_window_ends_the_episode_with_its_reason():
+    from flowstate import ContextOverflowError, LoopLimits, run_episode
+    from tests.flowstate.fixtures import EnvironmentFixture, tagged
+
+    class TooLong:
+        async def complete(self, messages, *, json_schema=None):
+            raise ContextOverflowError("memory: 8,600 tokens do not fit 8,192")
+
+    session = new_session("mem0", TASK, callers=MethodCallers(memory=TooLong(), embeddings=BagOfWordsEmbedderFixture()))
+    agent = ScriptedPolicyFixture([tagged(message="done")] * 3)
+    result = asyncio.run(run_episode(session, agent, EnvironmentFixture(["first", "second"]), limits=LoopLimits()))
+    assert result.termination == "memory_context_overflow"
+    assert len(agent.calls) == 1  # the first request ran; storing its entry overflowed; nothing after
+    assert not session._scratch.exists()  # closed however the episode ended

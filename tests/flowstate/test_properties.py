@@ -8,9 +8,19 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flowstate import FlowStateRuntime, ProtocolMode, Repository, TaskPrompt, new_session, parse_output, run_episode
+from flowstate import (
+    FlowStateRuntime,
+    MethodCallers,
+    ProtocolMode,
+    Repository,
+    TaskPrompt,
+    new_session,
+    parse_output,
+    run_episode,
+)
 from flowstate.records import rebuild_repository
-from tests.flowstate.fixtures import EnvironmentFixture, ScriptedPolicyFixture, tagged
+from pipeline.fixtures import UnchangedStatePolicy
+from tests.flowstate.fixtures import BagOfWordsEmbedderFixture, EnvironmentFixture, ScriptedPolicyFixture, tagged
 
 IDS = st.sampled_from(["a", "b", "c", "d", "obs_1_1", "obs_1_2", "obs_2_1", "obs_3_1", "x_1"])
 TYPES = st.sampled_from(["preference", "knowledge", "attributes", "judgement", "artifacts", "bogus"])
@@ -104,7 +114,8 @@ def test_the_parser_never_raises(pieces, mode):
         assert not out.usable and out.errors == ["empty output"]
 
 
-BUILTIN_METHODS = ["flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipact_bm25"]
+BUILTIN_METHODS = ["flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipact_bm25",
+                   "reasoningbank", "mem0"]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -126,7 +137,8 @@ def test_no_memory_crosses_from_one_episode_to_the_next(method, protocol, canary
                                    "assistant_message": {"content": marker}})] * 2
         policy = ScriptedPolicyFixture(outputs)
         env = EnvironmentFixture([f"first {marker}", f"again {marker}"], tools={"look": f"result {marker}"})
-        asyncio.run(run_episode(new_session({"name": method, "protocol": protocol}, task, ["look"]), policy, env))
+        callers = MethodCallers(memory=UnchangedStatePolicy(), embeddings=BagOfWordsEmbedderFixture())
+        asyncio.run(run_episode(new_session({"name": method, "protocol": protocol}, task, ["look"], callers), policy, env))
         return policy
 
     episode(canary)

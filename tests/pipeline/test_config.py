@@ -40,13 +40,13 @@ def test_a_valid_job_gets_the_papers_sampling_defaults(tmp_path):
 
 
 BOTH = {"flowstate", "full_context"}
-EVERY = BOTH | {"flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipact_bm25"}
+EVERY = BOTH | {"flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipact_bm25", "reasoningbank", "mem0"}
 
 
 @pytest.mark.parametrize(("name", "cells", "episodes", "methods"), [
     ("oracle.yaml", 4, 328, BOTH), ("paper-taubench.yaml", 4, 328, BOTH), ("smoke.yaml", 4, 4, BOTH),
-    ("oracle-memoryarena.yaml", 24, 96, EVERY), ("smoke-memoryarena.yaml", 4, 4, BOTH),
-    ("taubench-methods.yaml", 14, 1148, EVERY), ("smoke-methods.yaml", 7, 7, EVERY),
+    ("oracle-memoryarena.yaml", 30, 120, EVERY), ("smoke-memoryarena.yaml", 4, 4, BOTH),
+    ("taubench-methods.yaml", 18, 1476, EVERY), ("smoke-methods.yaml", 9, 9, EVERY),
 ])
 def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, methods, monkeypatch):
     """Each job parses and expands (its ids are pinned in test_golden.py); all compare with Full Context."""

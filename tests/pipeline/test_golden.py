@@ -32,7 +32,8 @@ def test_every_shipped_job_is_pinned() -> None:
 
 @pytest.mark.parametrize("job", sorted(IDS))
 def test_sweep_cell_and_episode_ids_are_unchanged(job: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    for variable in ("FLOWSTATE_MODEL", "FLOWSTATE_MODEL_LABEL", "FLOWSTATE_REPLICAS", "FLOWSTATE_TP"):
+    for variable in ("FLOWSTATE_MODEL", "FLOWSTATE_MODEL_LABEL", "FLOWSTATE_REPLICAS", "FLOWSTATE_TP",
+                     "FLOWSTATE_EMBEDDING_MODEL"):
         monkeypatch.delenv(variable, raising=False)  # the job's defaults
     sweep = expand(load_job(REPO_ROOT / "jobs" / job))
     golden = IDS[job]

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 ORACLE_JOB = REPO_ROOT / "jobs" / "oracle-memoryarena.yaml"
 METHODS = {"flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipact-separate",
-           "zipact_bm25"}
+           "zipact_bm25", "reasoningbank", "mem0"}
 TASKS = {"formal_reasoning_math": 4, "formal_reasoning_phys": 3, "group_travel_planner": 5}
 SUBTASKS = {"formal_reasoning_math": 12, "formal_reasoning_phys": 10, "group_travel_planner": 13}
 
@@ -83,13 +83,23 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
     assert {r["domain"] for r in depth} == {"formal_reasoning", "group_travel_planner"}  # math and physics pooled
     assert {r["acc_k"] for r in depth} == {100.0} and max(r["k"] for r in depth) == 4
 
-    # BM25 retrieved once per subtask and stored upstream's entries (the initial memory, then one per subtask)
+    # Every memory method retrieved once per subtask and stored upstream's entries (the initial
+    # memory, then one per subtask); BM25 keeps at most 3 pieces, ReasoningBank 5 records
     assert main(["query", "retrieval", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
     retrieval = {(r["domain"], r["method"]): r for r in json.loads(capsys.readouterr().out)}
-    assert set(retrieval) == {(d, m) for d in TASKS for m in ("bm25", "zipact_bm25")}
-    for (domain, _), row in retrieval.items():
-        assert row["retrievals"] == SUBTASKS[domain] and row["writes"] == SUBTASKS[domain] + TASKS[domain]
-        assert 0 < row["hits_mean"] <= 3
+    assert set(retrieval) == {(d, m) for d in TASKS for m in ("bm25", "zipact_bm25", "reasoningbank", "mem0")}
+    for (domain, method), row in retrieval.items():
+        assert row["retrievals"] == SUBTASKS[domain] and row["writes"] >= SUBTASKS[domain]
+        assert 0 < row["hits_mean"] <= {"reasoningbank": 5, "mem0": 20}.get(method, 3)
+        assert row["written"] >= row["writes"] if method != "mem0" else row["written"] > 0
+
+    # ReasoningBank judged every entry (the fixture: success) and kept the fixture's one item per
+    # entry; Mem0 added the fixture's memory for each
+    assert main(["query", "memory_writes", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
+    writes = json.loads(capsys.readouterr().out)
+    assert {r["method"] for r in writes} == {"reasoningbank", "mem0"}
+    assert {(r["method"], r["status"], r["items"]) for r in writes} == {("reasoningbank", "success", 1), ("mem0", None, 1)}
+    assert all(r["titles"] and r["titles"][0] for r in writes)
 
     # ZipAct's updates: inline ones from the agent's output (the oracle writes none: the old state is
     # kept), separate ones from the updater fixture after each subtask start and each observation

@@ -16,8 +16,9 @@ from flowstate import LoopLimits, method_options
 from pipeline.benchmarks import taubench
 from pipeline.config import AgentModel
 from pipeline.episode import EpisodeCallers, run_sweep_episode
-from pipeline.fixtures import oracle_for
+from pipeline.fixtures import UnchangedStatePolicy, oracle_for
 from pipeline.sweep import Cell, EpisodeSpec
+from tests.flowstate.fixtures import BagOfWordsEmbedderFixture
 
 
 def _spec(domain: str, method: str, protocol: str, task_id: str) -> EpisodeSpec:
@@ -28,7 +29,9 @@ def _spec(domain: str, method: str, protocol: str, task_id: str) -> EpisodeSpec:
 
 
 async def _run(spec: EpisodeSpec):
-    return await run_sweep_episode(spec, EpisodeCallers(agent=oracle_for(spec)), LoopLimits())
+    # the memory model and the embeddings of the methods that call them: fixtures
+    callers = EpisodeCallers(agent=oracle_for(spec), memory=UnchangedStatePolicy(), embeddings=BagOfWordsEmbedderFixture())
+    return await run_sweep_episode(spec, callers, LoopLimits())
 
 
 async def _run_all(domain: str, method: str, protocol: str):
@@ -47,6 +50,19 @@ def test_the_oracle_passes_every_task(domain, method, protocol):
     assert all(o.grade.basis == "classic: DB×COMMUNICATE" for o in outcomes.values())
     parse_errors = [s.parse_errors for o in outcomes.values() for s in o.result.steps if s.parse_errors]
     assert parse_errors == []
+
+
+@pytest.mark.parametrize("method", ["reasoningbank", "mem0"])
+@pytest.mark.parametrize("domain", ["airline", "retail"])
+def test_the_oracle_passes_every_task_with_the_model_written_memories(domain, method):
+    """Tagged protocol only (the protocols are the same for every memory method, tested above)."""
+    outcomes = asyncio.run(_run_all(domain, method, "tagged"))
+    assert all(o.grade is not None and o.grade.success for o in outcomes.values())
+    assert all(o.result.termination == "user_stop" for o in outcomes.values())
+    roles = {c.caller for o in outcomes.values() for c in o.calls}
+    assert roles == {"agent", "memory", "embeddings"}
+    several = [o for o in outcomes.values() if o.result.requests > 1]
+    assert several and all(any(r.kind == "write" for r in o.result.records) for o in several)
 
 
 def test_flowstate_oracle_uses_psa_across_requests():
