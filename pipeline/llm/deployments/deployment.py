@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 import ray
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from flowstate.chat import Embedder, Policy
 from pipeline.llm.client import ChatClient, EmbeddingClient
@@ -115,9 +115,19 @@ class ReplicatedDeployment(Deployment):
         self.router = Router.remote(server_kind(self.spec).liveness_path, *starts,
                                     rebalance_margin=self.spec.rebalance_margin)
         try:
-            self.urls = ray.get(starts)
+            # The replica's own start waits startup_timeout_s for its server; a longer wait means
+            # Ray could not place it (a cluster without the resources it asks for).
+            self.urls = ray.get(starts, timeout=self.spec.startup_timeout_s + _PLACEMENT_GRACE_S)
             self._described = ray.get([replica.describe.remote() for replica in self.replicas])
             ray.get(self.router.snapshot.remote())  # ready means routable too
+        except GetTimeoutError:
+            self.stop(graceful=False)  # a replica never placed would never answer a stop
+            wanted = {k: v for k, v in options.items() if k.startswith("num_")}
+            raise DeploymentStartError(
+                f"{self.spec.kind} deployment did not start within {self.spec.startup_timeout_s + _PLACEMENT_GRACE_S:.0f} s: "
+                f"each of its {self.spec.replicas} replicas asks Ray for {wanted}; the cluster has "
+                f"{_cpus_gpus(ray.cluster_resources())} in all and {_cpus_gpus(ray.available_resources())} free "
+                "(lower num_cpus, or start fewer replicas)") from None
         except RayTaskError as exc:
             self.stop()
             cause = exc.cause if isinstance(exc.cause, DeploymentStartError) else exc
@@ -154,16 +164,26 @@ class ReplicatedDeployment(Deployment):
                 "command": first.get("argv"), "replicas": self.spec.replicas,
                 "urls": list(self.urls), "startup_s": [d.get("startup_s") for d in self._described]}
 
-    def stop(self) -> None:
+    def stop(self, graceful: bool = True) -> None:
+        """Stop the servers (``graceful``: let each replica stop its server first), then the actors."""
         for replica in self.replicas:
-            try:
-                ray.get(replica.stop.remote())
-            except RayError:
-                pass  # dead or broken: killing the actor makes its supervisor take the server down
+            if graceful:
+                try:
+                    ray.get(replica.stop.remote(), timeout=_STOP_TIMEOUT_S)
+                except RayError:
+                    pass  # dead, broken or slow: killing the actor makes its supervisor take the server down
             ray.kill(replica)
         if self.router is not None:
             ray.kill(self.router)
         self.replicas, self.router, self.urls = [], None, []
+
+
+_PLACEMENT_GRACE_S = 30.0
+_STOP_TIMEOUT_S = 30.0  # a replica gives its server 20 s to exit before killing it
+
+
+def _cpus_gpus(resources: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in resources.items() if k in ("CPU", "GPU")}
 
 
 class ScriptedDeployment(Deployment):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pipeline.config import JobConfig
-from pipeline.llm import EmbeddingClient, make_deployment
+from pipeline.llm import DeploymentStartError, EmbeddingClient, make_deployment
 from pipeline.llm.deployments import WordLlamaSpec, replica_options
 from pipeline.llm.deployments.wordllama import server_command
 from pipeline.llm.deployments.wordllama.model import MODELS, ModelFileError, TextEmbedder, verified_file
@@ -60,7 +60,7 @@ def test_the_spec_identifies_model_dimension_and_files_and_refuses_chat_roles():
                                "tokenizer_sha256": MODELS["l2_supercat"].tokenizer_sha256}
     argv = server_command(spec, "127.0.0.1", 9000, python="/env/bin/python")
     assert argv[:3] == ["/env/bin/python", "-m", "pipeline.llm.deployments.wordllama.server"]
-    assert argv[argv.index("--dim") + 1] == "64" and replica_options(spec)["num_cpus"] == 1.0
+    assert argv[argv.index("--dim") + 1] == "64" and replica_options(spec)["num_cpus"] == 0.0
     job = {"name": "j", "benchmarks": [{"benchmark": "taubench", "domain": "airline"}], "methods": [{"name": "flowstate"}],
            "agents": [{"deployment": "words"}], "deployments": {"words": {"kind": "wordllama"}}}
     with pytest.raises(ValueError, match="serves embeddings only, not chat"):
@@ -95,3 +95,12 @@ def test_memory_methods_run_with_the_network_unreachable():
     assert summary["attempts"] == []
     assert "the user flew to Oslo in seat 3A" in summary["memories"]["mem0"]
     assert "'status': 'success'" in summary["memories"]["reasoningbank"]
+
+
+@pytest.mark.slow
+def test_a_replica_ray_cannot_place_is_a_clear_error_not_a_hang(ray_local, monkeypatch):
+    monkeypatch.setattr("pipeline.llm.deployments.deployment._PLACEMENT_GRACE_S", 0.5)
+    deployment = make_deployment(WordLlamaSpec(num_cpus=64, startup_timeout_s=1))
+    with pytest.raises(DeploymentStartError, match=r"asks Ray for \{'num_cpus': 64.0\}; the cluster has \{'CPU': 4.0"):
+        deployment.start()
+    assert deployment.replicas == [] and deployment.router is None  # nothing left pending

@@ -27,7 +27,9 @@ class WordLlamaSpec(ReplicatedSpec):
     # Leading dimensions kept (the weights are trained Matryoshka-style: any prefix embeds).
     dim: Literal[64, 128, 256] = 256
     embedding: Literal[True] = Field(default=True, exclude=True)  # it serves nothing else
-    num_cpus: float = Field(default=1.0, gt=0)  # Ray CPUs reserved per replica
+    # Ray CPUs reserved per replica: none by default (a call takes milliseconds), so that on a
+    # 2-core machine the chat models' servers keep their cores, as episode actors do.
+    num_cpus: float = Field(default=0.0, ge=0)
 
     def identity(self) -> dict[str, Any]:
         files = MODELS[self.model]

@@ -101,6 +101,15 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
     assert {(r["method"], r["status"], r["items"]) for r in writes} == {("reasoningbank", "success", 1), ("mem0", None, 1)}
     assert all(r["titles"] and r["titles"][0] for r in writes)
 
+    # their own model calls, per request: ReasoningBank judges and extracts (2 per entry); all embed
+    assert main(["query", "method_calls", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
+    calls = {(r["domain"], r["method"], r["caller"]): r for r in json.loads(capsys.readouterr().out)}
+    assert {(m, c) for _, m, c in calls} == {("zipact-separate", "memory"), ("reasoningbank", "memory"),
+                                             ("reasoningbank", "embeddings"), ("mem0", "memory"), ("mem0", "embeddings")}
+    assert all(row["calls_per_request"] >= 1 and row["p50_s"] is not None for row in calls.values())
+    assert all(calls[(d, "reasoningbank", "memory")]["calls"] % 2 == 0 for d in TASKS)
+    assert all(calls[(d, "mem0", "embeddings")]["tokens_per_request"] > 0 for d in TASKS)  # WordLlama counts tokens
+
     # ZipAct's updates: inline ones from the agent's output (the oracle writes none: the old state is
     # kept), separate ones from the updater fixture after each subtask start and each observation
     assert main(["query", "state_tracking", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
