@@ -43,9 +43,19 @@ def to_json(table: pa.Table) -> str:
 
 
 def to_csv(table: pa.Table) -> str:
+    """CSV, with list, struct and map cells as JSON text (CSV has no nested values)."""
     buffer = io.BytesIO()
-    pacsv.write_csv(table, buffer)
+    pacsv.write_csv(_flat(table), buffer)
     return buffer.getvalue().decode("utf-8")
+
+
+def _flat(table: pa.Table) -> pa.Table:
+    for i, field in enumerate(table.schema):
+        if pa.types.is_nested(field.type):
+            texts = [None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+                     for v in table.column(i).to_pylist()]
+            table = table.set_column(i, field.name, pa.array(texts, pa.string()))
+    return table
 
 
 def rich_table(table: pa.Table, title: str | None = None) -> Table:

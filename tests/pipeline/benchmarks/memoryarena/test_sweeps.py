@@ -129,6 +129,7 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
     assert "| oracle | Δ flowstate vs. full_context | +0.0 | +0.0 |" in text
     assert "## Table 4: depth retention" in text and (tmp_path / "report_fig4_depth.png").is_file()
 
+    assert result.finish_errors == []  # compaction and MLflow logging (every query's summary artifact) succeeded
     manifest = json.loads((result.sweep_dir / "manifest.json").read_text())
     client = MlflowClient(result.tracking_uri)
     cells = client.search_runs([client.get_experiment_by_name("flowstate-oracle-memoryarena").experiment_id],
