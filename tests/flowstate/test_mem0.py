@@ -39,9 +39,11 @@ async def _request(session, index: int, query: str, entries: list[str]) -> str:
 def test_entries_are_added_as_the_wrapper_adds_them_and_found_again():
     async def scenario():
         session, memory, embedder = _session()
-        scratch = session._scratch
+        assert session._scratch is None  # nothing on disk before the first entry
         first = await _request(session, 1, "Where does the user fly?", ["the user flies to Paris on May 5"])
         second = await _request(session, 2, "PARIS flight date", ["the user prefers window seats"])
+        scratch = session._scratch
+        assert (scratch / "history.db").is_file() and (scratch / "qdrant").is_dir()
         await session.aclose()
         return session, memory, embedder, scratch, first, second
 

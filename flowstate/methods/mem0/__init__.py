@@ -67,7 +67,7 @@ class Mem0Session(MemorySystemSession):
         self._memory: Any = None
         self._bridge: Any = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mem0")  # Mem0 is synchronous
-        self._scratch = Path(tempfile.mkdtemp(prefix="flowstate-mem0-"))
+        self._scratch: Path | None = None  # made with the store
 
     async def _in_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         self._bridge.loop = asyncio.get_running_loop()  # the callers' loop (a driver may run each call anew)
@@ -95,6 +95,7 @@ class Mem0Session(MemorySystemSession):
             llm = with_sampling(self.callers.memory, SamplingOverride(temperature=o.temperature, top_p=o.top_p,
                                                                       max_tokens=o.max_tokens))
             self._bridge = Bridge(asyncio.get_running_loop())
+            self._scratch = Path(tempfile.mkdtemp(prefix="flowstate-mem0-"))
             self._memory = await asyncio.get_running_loop().run_in_executor(self._worker, partial(
                 new_memory, self._scratch, dims, BridgedLLM(llm, self._bridge),
                 BridgedEmbedder(self.callers.embeddings, dims, self._bridge)))
@@ -133,4 +134,5 @@ class Mem0Session(MemorySystemSession):
             await asyncio.get_running_loop().run_in_executor(self._worker, close_memory, self._memory)
             self._memory = None
         self._worker.shutdown(wait=False)
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
