@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 class ToolCall(BaseModel):
     """One tool call as the model proposed it.
 
-    ``arguments`` is whatever JSON value the model produced: benchmarks such as τ-bench pass it on
-    without schema validation, so the runtime must not coerce or reject it.
+    ``arguments`` is the JSON object the model produced, not validated against the tool's schema
+    (benchmarks such as τ-bench pass it on as it is). The parser guarantees an object: a call whose
+    arguments are anything else is a protocol error of that call and never reaches a tool.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -218,14 +218,23 @@ def _tool_call(item: Any, out: ParsedOutput) -> ToolCall | None:
     if not isinstance(name, str) or not name.strip():
         out.errors.append("tool_calls: a call has no tool name")
         return None
-    arguments = item.get("arguments", {})
+    arguments = item.get("arguments", {})  # absent: a call without arguments
     if isinstance(arguments, str):
         decoded, error = _loads_lenient(arguments) if arguments.strip() else ({}, None)
         if error is not None:
             out.errors.append(f"tool_calls: malformed arguments for {name!r}: {error}")
             return None
         arguments = decoded
+    if not isinstance(arguments, dict):  # null, a number, a string of one, a list: never run as {}
+        out.errors.append(f"tool_calls: the arguments of {name!r} are {_json_kind(arguments)}, not an object; "
+                          "the call was not run")
+        return None
     return ToolCall(name=name, arguments=arguments)
+
+
+def _json_kind(value: Any) -> str:
+    names = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list"}
+    return names.get(type(value), type(value).__name__)
 
 
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)

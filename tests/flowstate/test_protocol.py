@@ -64,9 +64,16 @@ def test_tool_call_arguments_as_a_json_string_are_decoded_and_malformed_ones_rep
     assert len(out.errors) == 3 and "malformed arguments for 'b'" in out.errors[0]
 
 
-def test_non_object_arguments_are_passed_through_unchanged():
-    out = parse_output('<tool_calls>[{"name": "a", "arguments": [1, 2]}]</tool_calls>')
-    assert out.tool_calls[0].arguments == [1, 2]
+@pytest.mark.parametrize("protocol", [ProtocolMode.TAGGED, ProtocolMode.JSON])
+@pytest.mark.parametrize(("arguments", "kind"), [("null", "null"), ("[1, 2]", "a list"), ('"\\"s\\""', "a string"),
+                                                 ("3", "a number"), ('"[1]"', "a list"), ("true", "a boolean")])
+def test_non_object_arguments_are_a_protocol_error_of_that_call_and_the_others_still_run(protocol, arguments, kind):
+    calls = f'[{{"name": "a", "arguments": {arguments}}}, {{"name": "b", "arguments": {{"k": 1}}}}, {{"name": "c"}}]'
+    text = (f"<tool_calls>{calls}</tool_calls>" if protocol is ProtocolMode.TAGGED else
+            f'{{"tool_calls": {calls}, "assistant_message": {{"content": null}}}}')
+    out = parse_output(text, protocol)
+    assert [(c.name, c.arguments) for c in out.tool_calls] == [("b", {"k": 1}), ("c", {})]  # absent: no arguments
+    assert out.errors == [f"tool_calls: the arguments of 'a' are {kind}, not an object; the call was not run"]
 
 
 def test_a_single_object_where_a_list_belongs_is_wrapped():

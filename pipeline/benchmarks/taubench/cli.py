@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,11 +95,13 @@ def _export(args: argparse.Namespace) -> int:
     from pipeline.store.files import NoResultsError
 
     try:
-        paths = export_tau2(args.dir, args.out)
+        exported = export_tau2(args.dir, args.out)
     except NoResultsError as exc:
         raise CliError(str(exc)) from None
-    for path in paths:
+    for path in exported.paths:
         print(f"wrote {path}")
+    for episode in exported.skipped:
+        print(f"left out episode {episode}", file=sys.stderr)
     return 0
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,12 +114,20 @@ class Results(BaseModel):
     simulations: list[Simulation]
 
 
+class UnfaithfulExportError(ValueError):
+    """An episode that upstream's format cannot hold as it ran."""
+
+
 def _message(row: Row) -> ParticipantMessage | ToolMessage:
     if row["role"] == "tool":
         return ToolMessage(id=row["tool_call_id"] or "", content=row["content"], error=bool(row["error"]), turn_idx=row["seq"])
     calls = json.loads(row["tool_calls_json"]) if row["tool_calls_json"] else None
+    for c in calls or []:
+        if not isinstance(c.get("arguments"), dict):  # recorded before such calls became protocol errors
+            raise UnfaithfulExportError(f"the arguments of its {c.get('name')!r} call are not an object "
+                                        f"({json.dumps(c.get('arguments'))})")
     return ParticipantMessage(role=row["role"], content=row["content"], turn_idx=row["seq"],
-                              tool_calls=[ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"] or {})
+                              tool_calls=[ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
                                           for c in calls] if calls else None)
 
 
@@ -190,7 +199,8 @@ def _job_info(manifest: dict[str, Any] | None, domain: str, model: str, method: 
 
 
 def _cell_results(episodes: list[Row], transcript: dict[str, list[Row]], manifest: dict[str, Any] | None,
-                  data_dir: DataDir) -> Results:
+                  data_dir: DataDir, skipped: list[str]) -> Results:
+    """The cell's simulations; episodes upstream's format cannot hold as they ran go to ``skipped``."""
     first = episodes[0]
     tasks, policy = _upstream_data(first["domain"], data_dir)
     task_ids = {e["task_id"] for e in episodes}
@@ -198,12 +208,17 @@ def _cell_results(episodes: list[Row], transcript: dict[str, list[Row]], manifes
     simulations = []
     for e in episodes:
         termination = e["termination"] if e["termination"] in UPSTREAM_TERMINATIONS else "agent_error"
+        try:
+            messages = [_message(m) for m in transcript.get(e["episode_id"], [])]
+        except UnfaithfulExportError as exc:
+            skipped.append(f"{e['episode_id']} (task {e['task_id']}): {exc}")
+            continue
         simulations.append(Simulation(
             id=e["episode_id"], task_id=e["task_id"], timestamp=e["finished_at"].isoformat(),
             start_time=e["started_at"].isoformat(), end_time=e["finished_at"].isoformat(), duration=e["duration_s"],
             termination_reason=termination, trial=e["trial"], seed=e["seed"],
             reward_info=_reward_info(_grading_record(e), gold.get(e["task_id"], {})),
-            messages=[_message(m) for m in transcript.get(e["episode_id"], [])],
+            messages=messages,
             info={"flowstate": {k: e[k] for k in ("episode_id", "sweep_id", "cell", "method", "model", "termination",
                                                   "grading_basis", "n_requests", "n_steps", "agent_prompt_tokens",
                                                   "agent_completion_tokens")}},
@@ -214,8 +229,17 @@ def _cell_results(episodes: list[Row], transcript: dict[str, list[Row]], manifes
                    tasks=[t for t in tasks if t["id"] in task_ids], simulations=simulations)
 
 
-def export_tau2(runs_dir: Path | str, out_json: Path | str, *, data_dir: DataDir = None) -> list[Path]:
-    """Write upstream results JSON: ``out_json`` for one cell, ``<stem>.<cell label>.json`` for several."""
+@dataclass(frozen=True)
+class Exported:
+    paths: list[Path]
+    skipped: list[str]  # episodes left out, each with why
+
+
+def export_tau2(runs_dir: Path | str, out_json: Path | str, *, data_dir: DataDir = None) -> Exported:
+    """Write upstream results JSON: ``out_json`` for one cell, ``<stem>.<cell label>.json`` for several.
+
+    The export is what ran: an episode it could only write by changing a call (arguments that are
+    not an object, from sweeps recorded before those became protocol errors) is left out and named."""
     runs_dir, out_json = Path(runs_dir), Path(out_json)
     manifests = {(m or {}).get("sweep_id", d.name): m for d in sweep_dirs(runs_dir) for m in [read_manifest(d)]}
     with connect(runs_dir) as con:
@@ -233,11 +257,12 @@ def export_tau2(runs_dir: Path | str, out_json: Path | str, *, data_dir: DataDir
     for e in episodes:
         cells[(e["sweep_id"], e["cell"])].append(e)
     several_sweeps = len({sweep for sweep, _ in cells}) > 1
-    written = []
+    written: list[Path] = []
+    skipped: list[str] = []
     for (sweep_id, label), cell_episodes in sorted(cells.items()):
-        results = _cell_results(cell_episodes, transcript, manifests.get(sweep_id), data_dir)
+        results = _cell_results(cell_episodes, transcript, manifests.get(sweep_id), data_dir, skipped)
         name = f"{sweep_id}.{label}" if several_sweeps else label
         path = out_json if len(cells) == 1 else out_json.with_name(f"{out_json.stem}.{name}.json")
         write_text_atomic(path, results.model_dump_json(indent=2))
         written.append(path)
-    return written
+    return Exported(paths=written, skipped=skipped)

@@ -61,7 +61,7 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, methods: tuple[str, .
 
 def test_export_in_upstream_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     b = sweep(tmp_path, monkeypatch)
-    [path] = export_tau2(b.sweep_dir, tmp_path / "results.json")
+    [path] = export_tau2(b.sweep_dir, tmp_path / "results.json").paths
     results: dict[str, Any] = json.loads(path.read_text())
     assert set(results) == {"timestamp", "info", "tasks", "simulations"}
     info = results["info"]
@@ -105,7 +105,7 @@ def test_export_in_upstream_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_one_file_per_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     b = sweep(tmp_path, monkeypatch, methods=("flowstate", "full_context"))
-    paths = export_tau2(b.sweep_dir, tmp_path / "out" / "results.json")
+    paths = export_tau2(b.sweep_dir, tmp_path / "out" / "results.json").paths
     assert sorted(p.name for p in paths) == ["results.taubench.airline.flowstate.m1.json",
                                              "results.taubench.airline.full_context.m1.json"]
     methods = {json.loads(p.read_text())["info"]["agent_info"]["implementation"] for p in paths}
@@ -124,6 +124,25 @@ def test_upstream_models_load_the_export(tmp_path: Path, monkeypatch: pytest.Mon
     metrics read the file."""
     simulation = pytest.importorskip("tau2.data_model.simulation")
     metrics = pytest.importorskip("tau2.metrics.agent_metrics")
-    [path] = export_tau2(sweep(tmp_path, monkeypatch).sweep_dir, tmp_path / "results.json")
+    [path] = export_tau2(sweep(tmp_path, monkeypatch).sweep_dir, tmp_path / "results.json").paths
     results = simulation.Results.load(path)
     assert metrics.compute_metrics(results).avg_reward == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("arguments", [None, "x", [1, 2]])
+def test_a_recorded_call_with_non_object_arguments_is_left_out_and_named_not_written_as_empty(
+        arguments: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Sweeps recorded before such calls became protocol errors: upstream would replay ``{}``, not what ran."""
+    from pipeline.cli import main
+
+    b = sweep(tmp_path, monkeypatch)
+    odd = [dict(m) for m in TRANSCRIPT]
+    odd[2]["tool_calls_json"] = json.dumps([{"id": "call-1", "name": "get_user_details", "arguments": arguments}])
+    b.episode(method="flowstate", task="3", trial=0, reward=0.0, transcript=odd, grading_json=reward_info(), seed=1)
+    exported = export_tau2(b.sweep_dir, tmp_path / "results.json")
+    sims = json.loads(exported.paths[0].read_text())["simulations"]
+    assert sorted(s["task_id"] for s in sims) == ["0", "1"]
+    [skipped] = exported.skipped
+    assert "(task 3): the arguments of its 'get_user_details' call are not an object" in skipped
+    assert main(["export", "tau2", str(b.sweep_dir), "--out", str(tmp_path / "again.json")]) == 0
+    assert "left out episode" in capsys.readouterr().err
