@@ -43,6 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from flowstate import UnknownPluginError
+    from pipeline.claim import SweepBusyError
     from pipeline.data import BenchmarkDataError
     from pipeline.dispatch import request_stop
     from pipeline.launch import run_sweep
@@ -55,8 +56,8 @@ def _run(args: argparse.Namespace) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
     try:
         result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run,
-                           console=console)
-    except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError) as exc:
+                           wait=args.wait, console=console)
+    except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError, SweepBusyError) as exc:
         raise CliError(str(exc)) from None
     if result is None:
         return 0
@@ -74,6 +75,7 @@ def _run(args: argparse.Namespace) -> int:
 def _grade(args: argparse.Namespace) -> int:
     import asyncio
 
+    from pipeline.claim import SweepBusyError
     from pipeline.regrade import regrade
     from pipeline.store.files import NoResultsError, sweep_dirs
 
@@ -84,7 +86,7 @@ def _grade(args: argparse.Namespace) -> int:
     for sweep in sweeps:
         try:
             summary = asyncio.run(regrade(sweep, basis=args.basis))
-        except (FileNotFoundError, ValueError) as exc:
+        except (FileNotFoundError, ValueError, SweepBusyError) as exc:
             raise CliError(str(exc)) from None
         mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
         print(f"{sweep.name}: graded {summary.episodes} episodes ({summary.changed} changed, "
@@ -134,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--fresh", dest="fresh", action="store_true",
                         help="start over: move earlier results of this sweep aside")
     run.add_argument("--dry-run", action="store_true", help="print the expanded sweep and estimates; start nothing")
+    run.add_argument("--wait", action="store_true",
+                     help="if another driver holds the sweep, wait for it to finish (default: refuse at once)")
     run.set_defaults(handler=_run)
 
     grade = commands.add_parser("grade", help="grade stored episodes again (no re-simulation)")

@@ -17,10 +17,11 @@ from pathlib import Path
 from pydantic import BaseModel
 from rich.console import Console
 
+from pipeline.claim import claim_sweep
 from pipeline.dispatch import dispatch
 from pipeline.finish import finish_sweep
 from pipeline.manifest import write_manifest
-from pipeline.plan import plan_sweep, plan_table
+from pipeline.plan import Plan, locate_sweep, plan_sweep, plan_table
 
 
 class SweepResult(BaseModel):
@@ -39,15 +40,22 @@ class SweepResult(BaseModel):
 
 
 def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = None, fresh: bool = False,
-              dry_run: bool = False, console: Console | None = None) -> SweepResult | None:
-    """Run (or resume) the sweep of a job file; ``None`` for a dry run."""
+              dry_run: bool = False, wait: bool = False, console: Console | None = None) -> SweepResult | None:
+    """Run (or resume) the sweep of a job file; ``None`` for a dry run. The sweep is claimed for the
+    whole run (:mod:`pipeline.claim`): a second driver refuses at once, or waits (``wait``)."""
     console = console or Console()
-    plan = plan_sweep(job_path, out=out, fresh=fresh)
+    located = locate_sweep(job_path, out=out)
+    if dry_run:
+        console.print(plan_table(plan_sweep(job_path, located=located)))
+        return None
+    with claim_sweep(located[1], "run", wait=wait,
+                     on_wait=lambda holder: console.print(f"waiting for the sweep's other driver: {holder.describe()}")):
+        return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console)
+
+
+def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Console) -> SweepResult:
     if plan.moved_aside is not None:
         console.print(f"--fresh: moved the earlier results to {plan.moved_aside}")
-    if dry_run:
-        console.print(plan_table(plan))
-        return None
     sweep, sweep_dir = plan.sweep, plan.sweep_dir
     console.print(f"sweep {sweep.sweep_id}: {len(sweep.cells)} cells, {len(sweep.episodes)} episodes, "
                   f"{len(plan.done)} already done, {len(plan.todo)} to run -> {sweep_dir}")

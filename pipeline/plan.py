@@ -34,10 +34,17 @@ class Plan(BaseModel):
         return [spec for spec in self.sweep.episodes if spec.episode_id not in self.done]
 
 
-def plan_sweep(job_path: Path, *, out: Path | None = None, fresh: bool = False) -> Plan:
-    """The sweep of a job file, and which of its episodes are already done in its directory."""
+def locate_sweep(job_path: Path, *, out: Path | None = None) -> tuple[Sweep, Path]:
+    """The sweep of a job file and its directory."""
     sweep = expand(load_job(job_path))
-    sweep_dir = (out or sweep.job.output_dir) / sweep.sweep_id
+    return sweep, (out or sweep.job.output_dir) / sweep.sweep_id
+
+
+def plan_sweep(job_path: Path, *, out: Path | None = None, fresh: bool = False,
+               located: tuple[Sweep, Path] | None = None) -> Plan:
+    """The sweep of a job file (``located`` when known), and which of its episodes are already done
+    in its directory."""
+    sweep, sweep_dir = located or locate_sweep(job_path, out=out)
     moved = _move_aside(sweep_dir) if fresh and sweep_dir.exists() else None
     return Plan(job_path=job_path, sweep=sweep, sweep_dir=sweep_dir, done=frozenset(done_episodes(sweep_dir)),
                 moved_aside=moved)

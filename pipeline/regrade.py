@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from flowstate import Policy
 from pipeline.benchmarks.plugin import EpisodeRecord, JudgeRequiredError, benchmark_of
 from pipeline.benchmarks.transcript import TranscriptMessage, TranscriptToolCall
+from pipeline.claim import claim_sweep
 from pipeline.config import JobConfig, parse_job
 from pipeline.episode import grade_episode
 from pipeline.manifest import read_manifest
@@ -66,7 +67,13 @@ def _ids(row: dict[str, Any]) -> dict[str, Any]:
 
 
 async def regrade(sweep_dir: Path, *, basis: str | None = None, judge: Policy | None = None) -> RegradeSummary:
-    """Grade every simulated episode of a sweep again; infrastructure failures are left as they are."""
+    """Grade every simulated episode of a sweep again; infrastructure failures are left as they are.
+    Takes the sweep's claim: it rewrites the episodes table."""
+    with claim_sweep(sweep_dir, "grade"):
+        return await _regrade(sweep_dir, basis, judge)
+
+
+async def _regrade(sweep_dir: Path, basis: str | None, judge: Policy | None) -> RegradeSummary:
     files = table_files(sweep_dir)
     if not files["episodes"]:
         raise FileNotFoundError(f"{sweep_dir}: no episodes table (is this a sweep directory?)")

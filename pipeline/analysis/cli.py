@@ -26,14 +26,14 @@ def _params(pairs: list[str]) -> dict[str, str]:
 
 def _guard(run: Callable[[], Any]) -> Any:
     """User errors of the analysis layer as CliError (one line, no traceback)."""
-    from pipeline.analysis.compact import CompactionBusyError
     from pipeline.analysis.query import QueryError
     from pipeline.analysis.report import ReportError
+    from pipeline.claim import SweepBusyError
     from pipeline.store.files import NoResultsError
 
     try:
         return run()
-    except (QueryError, NoResultsError, CompactionBusyError, ReportError) as exc:
+    except (QueryError, NoResultsError, SweepBusyError, ReportError) as exc:
         raise CliError(str(exc)) from None
 
 

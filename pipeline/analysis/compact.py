@@ -17,30 +17,28 @@ Crash safety (how :mod:`pipeline.store.files` decides what is visible makes this
 
 Re-running is idempotent: a partition with no new per-episode files and at most one small part is
 left alone. New files of a resumed sweep are merged by the next compaction, and a sweep may keep
-writing while it is compacted. Two compactions of one sweep never run at once (a lock file), since
-their parts would both claim the same episodes.
+writing while it is compacted. Compaction takes the sweep's claim (:mod:`pipeline.claim`: the run
+that holds it compacts under it), so two compactions of one sweep never run at once, since their
+parts would both claim the same episodes.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 from pydantic import BaseModel
 
+from pipeline.claim import claim_sweep
 from pipeline.store.files import PART_META_KEY, PART_PREFIX, Part, Partition, pending_small, scan_sweep
 from pipeline.store.tables import anchor_file
 
 TMP_PREFIX = ".compact-"
-LOCK_FILE = ".compact.lock"
 DEFAULT_MAX_PART_BYTES = 256 * 2**20
 
 
@@ -105,27 +103,10 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
     return final
 
 
-class CompactionBusyError(RuntimeError):
-    """Another compaction of the same sweep is running."""
-
-
-@contextmanager
-def _exclusive(sweep_dir: Path) -> Iterator[None]:
-    with open(sweep_dir / LOCK_FILE, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CompactionBusyError(f"{sweep_dir}: another compaction of this sweep is running") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def compact(sweep_dir: Path | str, *, max_part_bytes: int = DEFAULT_MAX_PART_BYTES) -> CompactionReport:
     """Compact every table of one sweep directory (safe to interrupt, safe to repeat)."""
     sweep_dir = Path(sweep_dir)
-    with _exclusive(sweep_dir):
+    with claim_sweep(sweep_dir, "compact"):  # one writer per sweep (re-entrant for the run that holds it)
         return _compact(sweep_dir, max_part_bytes)
 
 

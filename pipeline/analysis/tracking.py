@@ -42,6 +42,7 @@ from pipeline.analysis.formats import to_csv, to_markdown
 from pipeline.analysis.query import connect, list_queries, load_query, query_rows, query_table
 from pipeline.analysis.report import job_baseline, resolve_baseline, write_report
 from pipeline.analysis.traces import CELL_TAG, EPISODE_TAG, episode_rows, log_episode_trace
+from pipeline.claim import claim_sweep
 from pipeline.manifest import MANIFEST, read_manifest, record_mlflow_run
 
 SWEEP_TAG = "flowstate.sweep_id"
@@ -246,9 +247,16 @@ def _log_traces(client: MlflowClient, con: Any, experiment_id: str, run_id: str,
 
 def log_sweep(sweep_dir: Path | str, *, experiment: str | None = None, tracking_uri: str | None = None,
               trace_samples_per_cell: int | None = None, baseline: str | None = None) -> TrackingResult:
-    """Log (or re-log) one sweep to MLflow from this (the driver) process; see the module docstring."""
-    started = time.monotonic()
+    """Log (or re-log) one sweep to MLflow from this (the driver) process; see the module docstring.
+    Takes the sweep's claim: two drivers never log one sweep at once."""
     sweep_dir = Path(sweep_dir)
+    with claim_sweep(sweep_dir, "track"):
+        return _log_sweep(sweep_dir, experiment, tracking_uri, trace_samples_per_cell, baseline)
+
+
+def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None, trace_samples_per_cell: int | None,
+               baseline: str | None) -> TrackingResult:
+    started = time.monotonic()
     manifest = read_manifest(sweep_dir) or {"sweep_id": sweep_dir.name, "job_name": sweep_dir.name}
     tracking = manifest.get("job", {}).get("tracking") or {}
     experiment = experiment or tracking.get("experiment") or manifest.get("job_name") or sweep_dir.name

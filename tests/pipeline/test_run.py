@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from pipeline.analysis.compact import compact
+from pipeline.claim import claim_path
 from pipeline.config import load_job
 from pipeline.fixtures.oracle_server import OracleResponder
 from pipeline.launch import run_sweep
@@ -200,3 +201,19 @@ def test_ctrl_c_stops_cleanly_keeps_what_is_finished_and_resumes(ray_local, tmp_
         result = run_sweep(job, out=tmp_path / "runs")
     assert result.skipped == len(done_before) and result.completed == 16 - len(done_before)
     assert_all_passed(sweep_dir, 16)
+
+
+def test_a_second_driver_on_the_same_sweep_is_refused_at_once_and_the_first_finishes(ray_local, tmp_path):
+    """A resubmitted cluster job: `flowstate run` twice on one run directory."""
+    with driver_in_a_subprocess(tmp_path, until_done=1, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True) as (job, sweep_dir, first):
+        started = time.monotonic()
+        second = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", str(job), "--out", str(tmp_path / "runs")],
+                                cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True,
+                                text=True, timeout=120)
+        assert second.returncode == 2 and time.monotonic() - started < 30  # no Ray, no model started
+        assert f"is held by another driver: run by pid {first.pid} on " in second.stderr
+        output, _ = first.communicate(timeout=240)
+        assert first.returncode == 0, output
+    assert_all_passed(sweep_dir, 16)
+    assert not claim_path(sweep_dir).exists()  # released at the end

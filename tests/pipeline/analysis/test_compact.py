@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 
 from pipeline.analysis import compact as compact_module
-from pipeline.analysis.compact import LOCK_FILE, TMP_PREFIX, CompactionBusyError, compact
+from pipeline.analysis.compact import TMP_PREFIX, compact
 from pipeline.analysis.query import connect, list_queries, query_table
+from pipeline.claim import SweepBusyError
 from pipeline.store.files import PART_PREFIX
 from pipeline.store.tables import ANALYSIS_TABLES
 from tests.pipeline.analysis.builder import SweepBuilder
 from tests.pipeline.analysis.conftest import build_scores_sweep
 from tests.pipeline.analysis.test_metrics import build_depth_sweep
+from tests.pipeline.test_claim import another_driver_holds
 
 
 def _canonical(value: Any) -> Any:
@@ -46,7 +48,7 @@ def answers(runs: Path) -> dict[str, list[Any]]:
 
 
 def files(sweep: Path) -> list[str]:
-    return sorted(str(p.relative_to(sweep)) for p in sweep.rglob("*") if p.is_file() and p.name != LOCK_FILE)
+    return sorted(str(p.relative_to(sweep)) for p in sweep.rglob("*") if p.is_file())
 
 
 @pytest.fixture
@@ -188,11 +190,11 @@ def test_recompaction_replaces_parts_atomically(tmp_path: Path, monkeypatch: pyt
     assert rows_seen(runs) == before
 
 
-def test_one_compaction_at_a_time(tmp_path: Path) -> None:
+def test_no_compaction_while_another_driver_holds_the_sweep(tmp_path: Path) -> None:
     sweep = build_scores_sweep(tmp_path).sweep_dir
     before, layout = rows_seen(sweep), files(sweep)
-    with compact_module._exclusive(sweep), pytest.raises(CompactionBusyError, match="another compaction"):
+    with another_driver_holds(sweep), pytest.raises(SweepBusyError, match="held by another driver: run by pid"):
         compact(sweep)
-    assert files(sweep) == layout  # nothing was touched while the lock was held
-    report = compact(sweep)  # the lock is released
+    assert files(sweep) == layout  # nothing was touched while the claim was held
+    report = compact(sweep)  # the claim is released
     assert report.parts_written == report.partitions_compacted > 0 and rows_seen(sweep) == before
