@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from rich.console import Console
 
+from pipeline.analysis.compact import forget_episodes
 from pipeline.claim import claim_sweep
 from pipeline.dispatch import dispatch
 from pipeline.finish import finish_sweep
@@ -56,6 +57,9 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
 def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Console) -> SweepResult:
     if plan.moved_aside is not None:
         console.print(f"--fresh: moved the earlier results to {plan.moved_aside}")
+    if plan.retry:
+        forget_episodes(plan.sweep_dir, plan.retry)  # their new rows, not the failures, are what readers see
+        console.print(f"retrying {len(plan.retry)} episodes recorded as infrastructure failures by an earlier run")
     sweep, sweep_dir = plan.sweep, plan.sweep_dir
     console.print(f"sweep {sweep.sweep_id}: {len(sweep.cells)} cells, {len(sweep.episodes)} episodes, "
                   f"{len(plan.done)} already done, {len(plan.todo)} to run -> {sweep_dir}")

@@ -18,6 +18,8 @@ from pipeline.estimate import estimate
 from pipeline.store.reader import done_episodes
 from pipeline.sweep import EpisodeSpec, Sweep, expand
 
+FAILED = "failed"  # an infrastructure failure's status (pipeline.store.rows.failure_rows)
+
 
 class Plan(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -26,6 +28,8 @@ class Plan(BaseModel):
     sweep: Sweep
     sweep_dir: Path
     done: frozenset[str]
+    # Episodes recorded as infrastructure failures by an earlier run: run again (see todo).
+    retry: frozenset[str] = frozenset()
     # Where --fresh moved earlier results of this sweep (None when nothing was moved).
     moved_aside: Path | None = None
 
@@ -46,8 +50,10 @@ def plan_sweep(job_path: Path, *, out: Path | None = None, fresh: bool = False,
     in its directory."""
     sweep, sweep_dir = located or locate_sweep(job_path, out=out)
     moved = _move_aside(sweep_dir) if fresh and sweep_dir.exists() else None
-    return Plan(job_path=job_path, sweep=sweep, sweep_dir=sweep_dir, done=frozenset(done_episodes(sweep_dir)),
-                moved_aside=moved)
+    recorded = done_episodes(sweep_dir)
+    return Plan(job_path=job_path, sweep=sweep, sweep_dir=sweep_dir,
+                done=frozenset(e for e, status in recorded.items() if status != FAILED),
+                retry=frozenset(e for e, status in recorded.items() if status == FAILED), moved_aside=moved)
 
 
 def plan_table(plan: Plan) -> Table:

@@ -75,8 +75,9 @@ def _recover(partition: Partition) -> int:
     return len(leftovers)
 
 
-def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], replaces: list[Part]) -> Path:
-    """Steps 3 and 4: merged rows -> hidden temporary -> visible part.
+def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], replaces: list[Part],
+                exclude: frozenset[str] = frozenset()) -> Path:
+    """Steps 3 and 4: merged rows (but those of ``exclude``) -> hidden temporary -> visible part.
 
     The schema file is read first, so every current column is present and in order; columns a later
     writer added follow. DuckDB writes the file (several threads, zstd).
@@ -90,9 +91,11 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
             con.execute("SET enable_progress_bar = false")
             con.execute("SET VARIABLE compact_inputs = $files",
                         {"files": [str(anchor_file(partition.table))] + [str(p) for p in inputs]})
+            con.execute("SET VARIABLE compact_exclude = $ids::VARCHAR[]", {"ids": sorted(exclude)})
             con.execute(
                 "COPY (SELECT * FROM read_parquet(getvariable('compact_inputs'), union_by_name = true, "
-                f"hive_partitioning = false)) TO {_literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
+                "hive_partitioning = false) WHERE NOT list_contains(getvariable('compact_exclude'), episode_id)) "
+                f"TO {_literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
                 f"KV_METADATA {{{_literal(PART_META_KEY)}: {_literal(record)}}})")
         _fsync(tmp)
         os.replace(tmp, final)
@@ -108,6 +111,25 @@ def compact(sweep_dir: Path | str, *, max_part_bytes: int = DEFAULT_MAX_PART_BYT
     sweep_dir = Path(sweep_dir)
     with claim_sweep(sweep_dir, "compact"):  # one writer per sweep (re-entrant for the run that holds it)
         return _compact(sweep_dir, max_part_bytes)
+
+
+def forget_episodes(sweep_dir: Path | str, episodes: frozenset[str]) -> int:
+    """Take these episodes' rows out of the sweep's compacted parts (a rerun retries them: their new
+    rows must be the ones read). Each part holding one is replaced, atomically, by a part without
+    it; per-episode files are left, for the next attempt to overwrite. Returns the parts replaced."""
+    sweep_dir = Path(sweep_dir)
+    replaced = 0
+    with claim_sweep(sweep_dir, "compact"):
+        by_table, _ = scan_sweep(sweep_dir)
+        for partitions in by_table.values():
+            for partition in partitions:
+                for part in partition.active_parts:
+                    drop = part.episodes & episodes
+                    if drop:
+                        _write_part(partition, [part.path], set(part.episodes - drop), [part], exclude=drop)
+                        part.path.unlink(missing_ok=True)  # already invisible
+                        replaced += 1
+    return replaced
 
 
 def _compact(sweep_dir: Path, max_part_bytes: int) -> CompactionReport:

@@ -217,3 +217,22 @@ def test_a_second_driver_on_the_same_sweep_is_refused_at_once_and_the_first_fini
         assert first.returncode == 0, output
     assert_all_passed(sweep_dir, 16)
     assert not claim_path(sweep_dir).exists()  # released at the end
+
+
+def test_episodes_that_failed_are_retried_by_the_next_run_and_read_once(ray_local, tmp_path):
+    """An infrastructure failure is not a result: the next `flowstate run` runs the episode again,
+    also after its failure row was compacted, and readers see only the new row."""
+    probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m"},
+                      tasks=2)
+    episodes = expand(load_job(probe)).by_id
+    with StubServer(OracleResponder(episodes)) as stub:
+        deployment = {"kind": "endpoint", "base_url": stub.url, "model": "m", "check_schema_enforcement": False,
+                      "client": {"retry": {"max_attempts": 1, "initial_backoff_s": 0.01}}}
+        job = write_job(tmp_path, agent_deployment=deployment, tasks=2, execution={"concurrency": 1, "episode_attempts": 1})
+        stub.inject("status", status=500, times=3)  # the first episodes' first calls fail
+        first = run_sweep(job, out=tmp_path / "runs")  # ends with compaction: the failures sit in parts
+        assert first.failed >= 1 and first.completed + first.failed == 8
+        assert list((first.sweep_dir / "episodes").glob("*/part-*.parquet"))
+        second = run_sweep(job, out=tmp_path / "runs")
+    assert (second.skipped, second.completed, second.failed) == (first.completed, first.failed, 0)
+    assert_all_passed(second.sweep_dir, 8)  # every file read: one row per episode, each completed

@@ -198,3 +198,22 @@ def test_no_compaction_while_another_driver_holds_the_sweep(tmp_path: Path) -> N
     assert files(sweep) == layout  # nothing was touched while the claim was held
     report = compact(sweep)  # the claim is released
     assert report.parts_written == report.partitions_compacted > 0 and rows_seen(sweep) == before
+
+
+def test_forgotten_episodes_leave_the_parts_and_their_next_rows_are_read(tmp_path: Path) -> None:
+    """What a rerun does before retrying infrastructure failures that compaction already merged."""
+    b = SweepBuilder(tmp_path)
+    kept = b.episode(task="0", reward=1.0, steps=[{"request": 1, "step": 1}])
+    failed = b.episode(task="1", status="failed", reward=None)
+    compact(b.sweep_dir)
+    assert list((b.sweep_dir / "episodes").glob("*/part-*.parquet"))
+    before = rows_seen(b.sweep_dir)
+    assert compact_module.forget_episodes(b.sweep_dir, frozenset({failed["episode_id"]})) == 1  # only its episodes part
+    after = rows_seen(b.sweep_dir)
+    assert [r for r in before["episodes"] if dict(r)["episode_id"] != failed["episode_id"]] == after["episodes"]
+    assert after["steps"] == before["steps"] and dict(after["episodes"][0])["episode_id"] == kept["episode_id"]
+    b.episode(task="1", reward=1.0)  # the retry's files: visible now, never dropped as leftovers
+    compact(b.sweep_dir)
+    with connect(b.sweep_dir) as con:
+        statuses = con.sql("SELECT task_id, status FROM episodes ORDER BY task_id").fetchall()
+    assert statuses == [("0", "completed"), ("1", "completed")]
