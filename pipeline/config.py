@@ -92,7 +92,7 @@ class Analysis(Strict):
 
 # Fields that do not define results (left out of the sweep id), and roles added after the first
 # schema (left out of it while unset, so the ids of older jobs stay the same).
-_NOT_RESULTS = {"execution", "output_dir", "tracking", "description", "analysis", "plugins"}
+NOT_RESULTS = {"execution", "output_dir", "tracking", "description", "analysis", "plugins"}
 _LATER_ROLES = ("tool_model", "memory", "embeddings")
 
 
@@ -161,7 +161,7 @@ class JobConfig(Strict):
 
     def to_resolved(self) -> dict[str, Any]:
         """Everything that defines the results (not how or where they are computed, nor what is compared)."""
-        data = self.model_dump(mode="json", exclude=_NOT_RESULTS)
+        data = self.model_dump(mode="json", exclude=NOT_RESULTS)
         for role in _LATER_ROLES:
             if data.get(role) is None:
                 data.pop(role, None)

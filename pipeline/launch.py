@@ -22,7 +22,7 @@ from pipeline.claim import claim_sweep
 from pipeline.dispatch import dispatch
 from pipeline.finish import finish_sweep
 from pipeline.manifest import write_manifest
-from pipeline.plan import Plan, locate_sweep, plan_sweep, plan_table
+from pipeline.plan import Plan, earlier_sweeps, locate_sweep, plan_sweep, plan_table
 
 
 class SweepResult(BaseModel):
@@ -49,6 +49,10 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
     if dry_run:
         console.print(plan_table(plan_sweep(job_path, located=located)))
         return None
+    if not located[1].exists():
+        for other, changes in earlier_sweeps(*located).items():
+            console.print(f"the job differs from its earlier sweep {other.name} ({', '.join(changes) or 'code version'}): "
+                          f"this is a new sweep, {located[0].sweep_id}; the earlier results stay in {other}")
     with claim_sweep(located[1], "run", wait=wait,
                      on_wait=lambda holder: console.print(f"waiting for the sweep's other driver: {holder.describe()}")):
         return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console)

@@ -13,8 +13,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
-from pipeline.config import load_job
+from pipeline.config import NOT_RESULTS, load_job
 from pipeline.estimate import estimate
+from pipeline.manifest import read_manifest
+from pipeline.store.files import REPLACED_MARK
 from pipeline.store.reader import done_episodes
 from pipeline.sweep import EpisodeSpec, Sweep, expand
 
@@ -54,6 +56,26 @@ def plan_sweep(job_path: Path, *, out: Path | None = None, fresh: bool = False,
     return Plan(job_path=job_path, sweep=sweep, sweep_dir=sweep_dir,
                 done=frozenset(e for e, status in recorded.items() if status != FAILED),
                 retry=frozenset(e for e, status in recorded.items() if status == FAILED), moved_aside=moved)
+
+
+def earlier_sweeps(sweep: Sweep, sweep_dir: Path) -> dict[Path, list[str]]:
+    """Other sweeps of the same job name beside ``sweep_dir``, each with what differs in this one
+    (the job's fields that define results, the data files): why this sweep has a new id."""
+    if not sweep_dir.parent.is_dir():
+        return {}
+    now = sweep.job.to_resolved()
+    found: dict[Path, list[str]] = {}
+    for other in sorted(sweep_dir.parent.iterdir()):
+        manifest = read_manifest(other) if other.is_dir() and other != sweep_dir and REPLACED_MARK not in other.name else None
+        if not manifest or manifest.get("job_name") != sweep.job.name:
+            continue
+        then = manifest.get("job") or {}
+        keys = (set(now) | set(then)) - NOT_RESULTS - {"name"}
+        fields = [k for k in sorted(keys) if now.get(k) != then.get(k)]
+        old_data = manifest.get("data_checksums") or {}
+        data = sorted(f for f in set(old_data) | set(sweep.data_checksums) if old_data.get(f) != sweep.data_checksums.get(f))
+        found[other] = fields + [f"data file {f}" for f in data]
+    return found
 
 
 def plan_table(plan: Plan) -> Table:

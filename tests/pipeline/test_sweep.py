@@ -87,3 +87,24 @@ def test_data_checksums_are_part_of_episode_ids(monkeypatch):
 def test_unknown_task_ids_are_an_error():
     with pytest.raises(ValueError, match=r"no tasks \['999'\]"):
         expand(job(benchmarks=[{"benchmark": "taubench", "domain": "airline", "tasks": ["999"], "reward_basis": "classic"}]))
+
+
+def test_a_changed_job_names_its_earlier_sweep_and_what_differs(tmp_path):
+    """Editing a job file gives a new sweep id: the run says so, naming the old sweep."""
+    import yaml
+
+    from pipeline.manifest import write_manifest
+    from pipeline.plan import earlier_sweeps, locate_sweep
+
+    job = {"name": "edited", "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["0"]}],
+           "methods": [{"name": "flowstate"}], "agents": [{"deployment": "oracle"}], "user_simulator": "scripted",
+           "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}}, "execution": {"concurrency": 2}}
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump(job))
+    old_sweep, old_dir = locate_sweep(path, out=tmp_path / "runs")
+    write_manifest(old_sweep, old_dir, job_path=path)
+    path.write_text(yaml.safe_dump({**job, "trials": 2, "execution": {"concurrency": 4}}))  # concurrency: not a result
+    sweep, sweep_dir = locate_sweep(path, out=tmp_path / "runs")
+    assert sweep_dir != old_dir
+    assert earlier_sweeps(sweep, sweep_dir) == {old_dir: ["trials"]}
+    assert earlier_sweeps(old_sweep, old_dir) == {}  # the same sweep is not its own earlier one
