@@ -17,6 +17,7 @@ from one day to the next.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -87,18 +88,19 @@ class Mem0Session(MemorySystemSession):
         """The episode's Memory, made at first use: Qdrant needs the embeddings' dimension, which
         one embedding call tells."""
         if self._memory is None:
-            from flowstate.methods.mem0.bridge import Bridge, BridgedEmbedder, BridgedLLM, new_memory
-
             assert self.callers.memory is not None and self.callers.embeddings is not None  # checked by new_session
+            loop = asyncio.get_running_loop()
+            # Importing Mem0 and Qdrant takes about a second: in the worker, not on the episodes' loop.
+            bridge = await loop.run_in_executor(self._worker, importlib.import_module, "flowstate.methods.mem0.bridge")
             dims = len((await self.callers.embeddings.embed(["dimensions"])).vectors[0])
             o = self.options
             llm = with_sampling(self.callers.memory, SamplingOverride(temperature=o.temperature, top_p=o.top_p,
                                                                       max_tokens=o.max_tokens))
-            self._bridge = Bridge(asyncio.get_running_loop())
+            self._bridge = bridge.Bridge(loop)
             self._scratch = Path(tempfile.mkdtemp(prefix="flowstate-mem0-"))
-            self._memory = await asyncio.get_running_loop().run_in_executor(self._worker, partial(
-                new_memory, self._scratch, dims, BridgedLLM(llm, self._bridge),
-                BridgedEmbedder(self.callers.embeddings, dims, self._bridge)))
+            self._memory = await loop.run_in_executor(self._worker, partial(
+                bridge.new_memory, self._scratch, dims, bridge.BridgedLLM(llm, self._bridge),
+                bridge.BridgedEmbedder(self.callers.embeddings, dims, self._bridge)))
         return self._memory
 
     async def store(self, entries: list[str]) -> None:
