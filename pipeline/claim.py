@@ -6,10 +6,10 @@ resubmitted cluster job, a second terminal). Readers (``query``, ``report``, ``s
 
 The claim is ``<output dir>/<sweep id>.claim``: created with ``O_EXCL`` (atomic on local
 filesystems and on NFSv3+), holding host, pid, what holds it and since when, and rewritten by a
-heartbeat every :data:`HEARTBEAT_S` seconds. A claim whose heartbeat is older than the lease
-(:data:`LEASE_S`) belongs to a driver that died (on this host, a claim whose process is gone is
-known dead at once): the next driver breaks it by renaming it away (so two breakers cannot both
-win) and takes its own. It lives beside the
+heartbeat every :data:`HEARTBEAT_S` seconds. A claim of this host whose process is gone, or one of
+another host whose heartbeat is older than the lease (:data:`LEASE_S`), belongs to a driver that
+died: the next driver breaks it by renaming it away (so two breakers cannot both win) and takes
+its own. It lives beside the
 directory, not in it, so ``--fresh`` can move the old results aside while holding it.
 """
 
@@ -98,7 +98,8 @@ def claim_sweep(sweep_dir: Path, action: str, *, wait: bool = False,
         beat.join()
         with _HELD_LOCK:
             del _HELD[key]
-        if (_read(key) or holder).token == holder.token:
+        current = _read(key)
+        if current is not None and current.token == holder.token:  # never another's, nor one being written
             key.unlink(missing_ok=True)
 
 
@@ -138,13 +139,21 @@ def _acquire(path: Path, action: str, wait: bool, on_wait: Callable[[ClaimHolder
 
 
 def _heartbeat(path: Path, holder: ClaimHolder, stop: threading.Event) -> None:
+    """Refresh the claim until released. A failed read or write (a full disk, a flaky shared
+    filesystem, a breaker's rename in flight) is retried at the next beat; only another driver's
+    claim in its place ends the heartbeat."""
     while not stop.wait(HEARTBEAT_S):
         current = _read(path)
-        if current is None or current.token != holder.token:
-            return  # broken by someone who found it stale (this process stalled past the lease)
+        if current is not None and current.token != holder.token:
+            return  # taken over: this process stalled past the lease
+        if current is None:
+            continue
         tmp = path.with_name(f".{path.name}.{holder.token}.tmp")
-        tmp.write_text(holder.model_copy(update={"heartbeat": datetime.now(UTC)}).model_dump_json())
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(holder.model_copy(update={"heartbeat": datetime.now(UTC)}).model_dump_json())
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
 
 def _read(path: Path) -> ClaimHolder | None:
@@ -155,10 +164,11 @@ def _read(path: Path) -> ClaimHolder | None:
 
 
 def _stale(holder: ClaimHolder) -> bool:
-    """Its heartbeat is older than the lease, or its driver ran on this host and is gone."""
-    if (datetime.now(UTC) - holder.heartbeat).total_seconds() > LEASE_S:
-        return True
-    return holder.host == socket.gethostname() and not _alive(holder.pid)
+    """On this host: its process is gone (a stopped or suspended driver keeps its claim). From
+    another host: its heartbeat is older than the lease."""
+    if holder.host == socket.gethostname():
+        return not _alive(holder.pid)
+    return (datetime.now(UTC) - holder.heartbeat).total_seconds() > LEASE_S
 
 
 def _alive(pid: int) -> bool:
@@ -188,7 +198,7 @@ def _break(path: Path, seen: ClaimHolder | None) -> None:
     except FileNotFoundError:
         return
     moved = _read(aside)
-    if seen is not None and moved is not None and moved.token != seen.token:
+    if moved is not None and (seen is None or moved.token != seen.token):
         with contextlib.suppress(OSError):
             os.link(aside, path)  # fails if yet another claim exists: then that one stands
     aside.unlink(missing_ok=True)

@@ -114,15 +114,18 @@ def compact(sweep_dir: Path | str, *, max_part_bytes: int = DEFAULT_MAX_PART_BYT
 
 
 def forget_episodes(sweep_dir: Path | str, episodes: frozenset[str]) -> int:
-    """Take these episodes' rows out of the sweep's compacted parts (a rerun retries them: their new
-    rows must be the ones read). Each part holding one is replaced, atomically, by a part without
-    it; per-episode files are left, for the next attempt to overwrite. Returns the parts replaced."""
+    """Take these episodes' rows out of the sweep (a rerun retries them: their new rows must be the
+    ones read): each compacted part holding one is replaced, atomically, by a part without it, and
+    their per-episode files are removed (the episodes file first, which makes the rest invisible).
+    An episode left without rows is simply to run. Returns the parts replaced."""
     sweep_dir = Path(sweep_dir)
     replaced = 0
     with claim_sweep(sweep_dir, "compact"):
         by_table, _ = scan_sweep(sweep_dir)
-        for partitions in by_table.values():
-            for partition in partitions:
+        for table in ("episodes", *(t for t in by_table if t != "episodes")):
+            for partition in by_table[table]:
+                for episode in episodes & partition.small.keys():
+                    partition.small[episode].unlink(missing_ok=True)
                 for part in partition.active_parts:
                     drop = part.episodes & episodes
                     if drop:

@@ -121,3 +121,25 @@ def test_another_hosts_claim_is_taken_only_once_its_lease_runs_out(tmp_path, mon
         with claim_sweep(sweep, "run", wait=True):
             assert read_claim(sweep).pid == os.getpid()
         assert time.monotonic() - started >= 0.9
+
+
+def test_a_live_driver_on_this_host_keeps_its_claim_even_when_its_heartbeat_is_old(tmp_path):
+    """A driver stopped with Ctrl-Z or a suspended laptop: alive, so still the holder."""
+    import socket
+
+    sweep = tmp_path / "job-1"
+    with another_driver_holds(sweep, heartbeat_age_s=claim.LEASE_S * 10, host=socket.gethostname()) as path:
+        path.write_text(read_holder(path).model_copy(update={"pid": os.getppid()}).model_dump_json())
+        with pytest.raises(SweepBusyError, match=f"pid {os.getppid()}"), claim_sweep(sweep, "run"):
+            pass
+
+
+def test_a_claim_being_written_by_another_driver_is_never_removed_on_release(tmp_path):
+    sweep = tmp_path / "job-1"
+    with claim_sweep(sweep, "run"):
+        claim_path(sweep).write_text("")  # another driver's claim, created and not yet written
+    assert claim_path(sweep).exists()
+
+
+def read_holder(path: Path) -> ClaimHolder:
+    return ClaimHolder.model_validate_json(path.read_text())

@@ -130,11 +130,13 @@ class Mem0Session(MemorySystemSession):
         return len(listed.get("results", [])) if isinstance(listed, dict) else len(listed or [])
 
     async def aclose(self) -> None:
-        if self._memory is not None:
-            from flowstate.methods.mem0.bridge import close_memory
+        try:
+            if self._memory is not None:
+                from flowstate.methods.mem0.bridge import close_memory
 
-            await asyncio.get_running_loop().run_in_executor(self._worker, close_memory, self._memory)
-            self._memory = None
-        self._worker.shutdown(wait=False)
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+                await asyncio.get_running_loop().run_in_executor(self._worker, close_memory, self._memory)
+                self._memory = None
+        finally:
+            self._worker.shutdown(wait=False)
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)

@@ -198,7 +198,7 @@ def _job_info(manifest: dict[str, Any] | None, domain: str, model: str, method: 
     }
 
 
-def _cell_results(episodes: list[Row], transcript: dict[str, list[Row]], manifest: dict[str, Any] | None,
+def _cell_results(episodes: list[Row], transcript: dict[tuple[str, str], list[Row]], manifest: dict[str, Any] | None,
                   data_dir: DataDir, skipped: list[str]) -> Results:
     """The cell's simulations; episodes upstream's format cannot hold as they ran go to ``skipped``."""
     first = episodes[0]
@@ -209,7 +209,7 @@ def _cell_results(episodes: list[Row], transcript: dict[str, list[Row]], manifes
     for e in episodes:
         termination = e["termination"] if e["termination"] in UPSTREAM_TERMINATIONS else "agent_error"
         try:
-            messages = [_message(m) for m in transcript.get(e["episode_id"], [])]
+            messages = [_message(m) for m in transcript.get((e["sweep_id"], e["episode_id"]), [])]
         except UnfaithfulExportError as exc:
             skipped.append(f"{e['episode_id']} (task {e['task_id']}): {exc}")
             continue
@@ -247,12 +247,13 @@ def export_tau2(runs_dir: Path | str, out_json: Path | str, *, data_dir: DataDir
                            "ORDER BY sweep_id, cell, task_id, trial").to_arrow_table().to_pylist()
         rows = con.sql("SELECT t.* FROM transcript AS t "
                        "SEMI JOIN (SELECT sweep_id, episode_id FROM scored WHERE benchmark = 'taubench') "
-                       "USING (sweep_id, episode_id) ORDER BY t.episode_id, t.seq").to_arrow_table().to_pylist()
+                       "USING (sweep_id, episode_id) ORDER BY t.sweep_id, t.episode_id, t.seq").to_arrow_table().to_pylist()
     if not episodes:
         raise NoResultsError(f"{runs_dir}: no scored τ-bench episodes to export")
-    transcript: dict[str, list[Row]] = defaultdict(list)
+    # Episode ids repeat across sweeps (a job sharing cells with another): key by both.
+    transcript: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
-        transcript[r["episode_id"]].append(r)
+        transcript[(r["sweep_id"], r["episode_id"])].append(r)
     cells: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for e in episodes:
         cells[(e["sweep_id"], e["cell"])].append(e)

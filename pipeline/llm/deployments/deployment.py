@@ -117,7 +117,12 @@ class ReplicatedDeployment(Deployment):
         try:
             # The replica's own start waits startup_timeout_s for its server; a longer wait means
             # Ray could not place it (a cluster without the resources it asks for).
-            self.urls = ray.get(starts, timeout=self.spec.startup_timeout_s + _PLACEMENT_GRACE_S)
+            ready, pending = ray.wait(starts, num_returns=len(starts), timeout=self.spec.startup_timeout_s
+                                      + _PLACEMENT_GRACE_S, fetch_local=False)
+            ray.get(ready)  # a replica that failed to start says why, before any that could not be placed
+            if pending:
+                raise GetTimeoutError("not placed")
+            self.urls = ray.get(starts)
             self._described = ray.get([replica.describe.remote() for replica in self.replicas])
             ray.get(self.router.snapshot.remote())  # ready means routable too
         except GetTimeoutError:
