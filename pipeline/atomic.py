@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 
-def write_atomic(path: Path, write: Callable[[Path], None], *, fsync: bool = False) -> None:
+def write_atomic(path: Path, write: Callable[[Path], None], *, fsync: bool = False,
+                 before_rename: Callable[[Path], None] | None = None) -> None:
     """``write(temporary)`` then rename it to ``path``; the temporary is removed if anything fails.
 
     ``fsync``: flush the file to disk before the rename (for data that must survive a power loss).
+    ``before_rename(temporary)``: runs on the complete file before it becomes visible (to account for it).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -26,6 +28,8 @@ def write_atomic(path: Path, write: Callable[[Path], None], *, fsync: bool = Fal
         if fsync:
             with temporary.open("rb") as handle:
                 os.fsync(handle.fileno())
+        if before_rename is not None:
+            before_rename(temporary)
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)

@@ -97,6 +97,28 @@ def _grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from pipeline.store.files import NoResultsError, sweep_dirs
+    from pipeline.store.verify import verify_sweep
+
+    try:
+        sweeps = sweep_dirs(args.runs)
+    except NoResultsError as exc:
+        raise CliError(str(exc)) from None
+    bad = 0
+    for sweep in sweeps:
+        result = verify_sweep(sweep)
+        legacy = f", {result.unrecorded} written before the inventory" if result.unrecorded else ""
+        print(f"{sweep.name}: {result.checked} files checked in {result.duration_s:.1f}s{legacy}: "
+              + (f"{len(result.problems)} bad or missing" if result.problems else "all as written"))
+        for problem in result.problems:
+            print(f"  {problem.describe()}")
+        bad += len(result.problems)
+    if bad:
+        print("`flowstate run` of the job moves bad files to quarantine/ and runs their episodes again", file=sys.stderr)
+    return 1 if bad else 0
+
+
 def _show(args: argparse.Namespace) -> int:
     from pipeline.show import EpisodeNotFound, load_episode, render
 
@@ -145,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--basis", help="the benchmark's grading basis (τ-bench: task or classic); default: each cell's own")
     grade.set_defaults(handler=_grade)
 
+    verify = commands.add_parser("verify", help="check every result file against the sweep's inventory")
+    verify.add_argument("runs", type=Path, help="a sweep directory, or a folder of sweeps")
+    verify.set_defaults(handler=_verify)
+
     show = commands.add_parser("show", help="print one episode readably")
     show.add_argument("episode_id", help="episode id (a unique prefix is enough)")
     show.add_argument("--runs", type=Path, default=Path("runs"), help="a sweep directory or a folder of sweeps")
@@ -171,9 +197,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warning_line(message: Warning | str, category: type[Warning], *rest: object, **more: object) -> str:
+    """Warnings for users: one line, no source location."""
+    return f"flowstate: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    warnings.formatwarning = _warning_line
     try:
         return handler(args)
     except CliError as exc:

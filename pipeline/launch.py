@@ -23,6 +23,8 @@ from pipeline.dispatch import dispatch
 from pipeline.finish import finish_sweep
 from pipeline.manifest import write_manifest
 from pipeline.plan import Plan, earlier_sweeps, locate_sweep, plan_sweep, plan_table
+from pipeline.store.inventory import QUARANTINE
+from pipeline.store.verify import repair, verify_sweep
 
 
 class SweepResult(BaseModel):
@@ -55,7 +57,20 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
                           f"this is a new sweep, {located[0].sweep_id}; the earlier results stay in {other}")
     with claim_sweep(located[1], "run", wait=wait,
                      on_wait=lambda holder: console.print(f"waiting for the sweep's other driver: {holder.describe()}")):
+        if located[1].exists() and not fresh:
+            _quarantine_bad_files(located[1], console)
         return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console)
+
+
+def _quarantine_bad_files(sweep_dir: Path, console: Console) -> None:
+    """Before resuming: bad or missing files out of the way, their episodes to run again."""
+    verification = verify_sweep(sweep_dir)
+    if verification.problems:
+        moved = repair(sweep_dir, verification)
+        for problem in verification.problems:
+            console.print(f"[red]bad file[/red] {problem.describe()}")
+        console.print(f"moved {len(moved)} bad files to {sweep_dir / QUARANTINE}; running their "
+                      f"{len(verification.bad_episodes)} episodes again")
 
 
 def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Console) -> SweepResult:

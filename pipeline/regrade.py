@@ -25,7 +25,7 @@ from pipeline.claim import claim_sweep
 from pipeline.config import JobConfig, parse_job
 from pipeline.episode import grade_episode
 from pipeline.manifest import read_manifest
-from pipeline.store.files import table_files
+from pipeline.store.files import PART_META_KEY, table_files
 from pipeline.store.reader import select
 from pipeline.store.rows import grade_columns, request_outcome_rows
 from pipeline.store.schema import EPISODES, ID_FIELDS, REQUEST_OUTCOMES, SCHEMA_VERSION
@@ -121,7 +121,9 @@ def _rewrite(path: Path, stored: pa.Schema, schema: pa.Schema, rows: list[dict[s
     """Rewrite a file in the current schema; the file's own metadata is kept (a compacted part lists
     its episodes there). Rows written by an older schema lose the columns it no longer has."""
     full = [{name: row.get(name) for name in schema.names} for row in rows]
-    write_parquet_atomic(path, pa.Table.from_pylist(full, schema=schema.with_metadata(stored.metadata)))
+    part = (stored.metadata or {}).get(PART_META_KEY.encode())
+    episodes = json.loads(part)["episodes"] if part else [path.stem]  # a part's, or the per-episode file's
+    write_parquet_atomic(path, pa.Table.from_pylist(full, schema=schema.with_metadata(stored.metadata)), episodes)
 
 
 def _rewrite_request_outcomes(sweep_dir: Path, files: list[Path], outcomes: dict[str, list[dict[str, Any]]],
@@ -139,4 +141,4 @@ def _rewrite_request_outcomes(sweep_dir: Path, files: list[Path], outcomes: dict
     for episode_id, rows in outcomes.items():
         if episode_id not in placed and rows:
             path = episode_file(sweep_dir, "request_outcomes", cell_of[episode_id], episode_id)
-            write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=REQUEST_OUTCOMES))
+            write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=REQUEST_OUTCOMES), [episode_id])

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from pipeline.claim import claim_sweep
 from pipeline.store.files import PART_META_KEY, PART_PREFIX, Part, Partition, pending_small, scan_sweep
+from pipeline.store.inventory import episodes_of, forget_file, record_file, records_folder
 from pipeline.store.tables import anchor_file
 
 TMP_PREFIX = ".compact-"
@@ -71,8 +72,22 @@ def _recover(partition: Partition) -> int:
     leftovers += [f for e, f in partition.small.items() if e in partition.covered]
     leftovers += [partition.directory / n for n in os.listdir(partition.directory) if n.startswith(TMP_PREFIX)]
     for path in leftovers:
-        path.unlink(missing_ok=True)
-    return len(leftovers)
+        forget_file(path)
+    return len(leftovers) + _forget_unborn_parts(partition)
+
+
+def _forget_unborn_parts(partition: Partition) -> int:
+    """Records of parts a crash kept from appearing (written just before the rename), once every
+    episode they would have held is still visible elsewhere in the partition."""
+    present = {p.path.name for p in partition.parts}
+    visible = partition.covered | set(partition.small)
+    removed = 0
+    for record in records_folder(partition.directory).glob(f"{PART_PREFIX}*.json"):
+        part = partition.directory / f"{record.stem}.parquet"
+        if part.name not in present and set(episodes_of(part, True)) <= visible:
+            record.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], replaces: list[Part],
@@ -98,6 +113,7 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
                 f"TO {_literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
                 f"KV_METADATA {{{_literal(PART_META_KEY)}: {_literal(record)}}})")
         _fsync(tmp)
+        record_file(tmp, final, episodes)
         os.replace(tmp, final)
         _fsync(partition.directory)
     except BaseException:
@@ -125,12 +141,12 @@ def forget_episodes(sweep_dir: Path | str, episodes: frozenset[str]) -> int:
         for table in ("episodes", *(t for t in by_table if t != "episodes")):
             for partition in by_table[table]:
                 for episode in episodes & partition.small.keys():
-                    partition.small[episode].unlink(missing_ok=True)
+                    forget_file(partition.small[episode])
                 for part in partition.active_parts:
                     drop = part.episodes & episodes
                     if drop:
                         _write_part(partition, [part.path], set(part.episodes - drop), [part], exclude=drop)
-                        part.path.unlink(missing_ok=True)  # already invisible
+                        forget_file(part.path)  # already invisible
                         replaced += 1
     return replaced
 
@@ -153,7 +169,7 @@ def _compact(sweep_dir: Path, max_part_bytes: int) -> CompactionReport:
             inputs = [p.path for p in mergeable] + list(small.values())
             part = _write_part(partition, inputs, episodes, mergeable)
             for path in inputs:  # step 5: already invisible
-                path.unlink(missing_ok=True)
+                forget_file(path)
             report.partitions_compacted += 1
             report.files_merged += len(inputs)
             report.parts_written += 1

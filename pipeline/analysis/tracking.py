@@ -44,6 +44,7 @@ from pipeline.analysis.report import job_baseline, resolve_baseline, write_repor
 from pipeline.analysis.traces import CELL_TAG, EPISODE_TAG, episode_rows, log_episode_trace
 from pipeline.claim import claim_sweep
 from pipeline.manifest import MANIFEST, read_manifest, record_mlflow_run
+from pipeline.store.files import broken_files
 
 SWEEP_TAG = "flowstate.sweep_id"
 PARENT_TAG = "mlflow.parentRunId"
@@ -272,6 +273,9 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
         _log_new(client, parent, sweep_params(manifest), {}, 0)
         client.set_tag(parent_id, "flowstate.parquet_path", str(sweep_dir.resolve()))
         client.set_tag(parent_id, "flowstate.code_version", str(manifest.get("code_version")))
+        # what the reader left out (see pipeline.store.files.table_files), for whoever compares runs
+        left_out = broken_files(sweep_dir)
+        client.set_tag(parent_id, "flowstate.incomplete", ", ".join(p.name for p in left_out) if left_out else "false")
         metrics = cell_metrics(con, baseline)
         existing = _child_runs(client, experiment_id, parent_id)
         traced = _traced(experiment_id, manifest["sweep_id"])

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import duckdb
 
+from pipeline.store.inventory import looks_whole, read_record
 from pipeline.store.tables import ANALYSIS_TABLES
 
 # The manifest's file name (pipeline.manifest.MANIFEST; not imported: that module loads the sweep machinery).
@@ -53,14 +55,32 @@ def read_parts(paths: list[Path]) -> list[Part]:
     """The compaction records in the footers of ``paths``, read in one pass."""
     if not paths:
         return []
-    with duckdb.connect() as con:
-        rows = dict(con.execute("SELECT file_name, value FROM parquet_kv_metadata($files) WHERE decode(key) = $key",
-                                {"files": [str(p) for p in paths], "key": PART_META_KEY}).fetchall())
+    try:
+        rows = _part_records(paths)
+    except duckdb.Error:  # a broken part: read them one by one
+        rows = {}
+        for path in paths:
+            try:
+                rows.update(_part_records([path]))
+            except duckdb.Error:
+                continue
     parts = []
     for path in paths:
-        meta = json.loads(rows.get(str(path), b"{}"))
+        meta = json.loads(rows[str(path)]) if str(path) in rows else {"episodes": _recorded_episodes(path)}
         parts.append(Part(path, frozenset(meta.get("episodes", ())), frozenset(meta.get("replaces", ()))))
     return parts
+
+
+def _recorded_episodes(path: Path) -> list[str]:
+    """A part whose footer cannot be read holds what its inventory record says (nothing without one)."""
+    record = read_record(path)
+    return record.episodes if record is not None else []
+
+
+def _part_records(paths: list[Path]) -> dict[str, bytes]:
+    with duckdb.connect() as con:
+        return dict(con.execute("SELECT file_name, value FROM parquet_kv_metadata($files) WHERE decode(key) = $key",
+                                {"files": [str(p) for p in paths], "key": PART_META_KEY}).fetchall())
 
 
 @dataclass(frozen=True)
@@ -137,10 +157,32 @@ def scan_sweep(sweep_dir: Path) -> tuple[dict[str, list[Partition]], frozenset[s
     return by_table, done_episodes(by_table)
 
 
-def table_files(sweep_dir: Path) -> dict[str, list[Path]]:
-    """Every visible file of each table of one sweep (see the module docstring)."""
+class IncompleteResultsWarning(UserWarning):
+    """A reader left out a file that is not a whole Parquet file: what it shows is incomplete."""
+
+
+def _visible(sweep_dir: Path) -> dict[str, list[Path]]:
     by_table, done = scan_sweep(sweep_dir)
     return {table: [f for p in parts for f in p.visible_files(done)] for table, parts in by_table.items()}
+
+
+def broken_files(sweep_dir: Path) -> list[Path]:
+    """Visible files that are not whole Parquet files (truncated, empty, something else)."""
+    return [p for paths in _visible(sweep_dir).values() for p in paths if not looks_whole(p)]
+
+
+def table_files(sweep_dir: Path) -> dict[str, list[Path]]:
+    """Every visible file of each table of one sweep (see the module docstring), but those that are
+    not whole Parquet files, each left out with an :class:`IncompleteResultsWarning`."""
+    files = _visible(sweep_dir)
+    for table, paths in files.items():
+        broken = [p for p in paths if not looks_whole(p)]
+        for path in broken:
+            warnings.warn(IncompleteResultsWarning(
+                f"left out {path} (not a whole Parquet file): results are incomplete; `flowstate verify` lists "
+                "what it held, `flowstate run` of the job runs it again"), stacklevel=2)
+        files[table] = [p for p in paths if p not in broken]
+    return files
 
 
 def is_sweep_dir(path: Path) -> bool:

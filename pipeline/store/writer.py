@@ -2,14 +2,15 @@
 
 Layout: ``<sweep_dir>/<table>/cell=<cell_id>/<episode_id>.parquet`` (hive-style). Each file is
 written under a hidden temporary name in the same folder, then renamed into place; readers glob
-``*.parquet`` and never see the temporary. The episodes file is written last: its row is what
+``*.parquet`` and never see the temporary; each file's inventory record
+(:mod:`pipeline.store.inventory`) is written just before its rename. The episodes file is written last: its row is what
 marks an episode as done, so an episode killed half-way is simply run again (and its other files
 overwritten, not duplicated).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.atomic import write_atomic
+from pipeline.store.inventory import forget_file, record_file
 from pipeline.store.schema import SCHEMAS
 
 # Order matters: "episodes" last (see module docstring).
@@ -38,9 +40,12 @@ SMALL_FILE_OPTIONS: Mapping[str, Any] = {"compression": "snappy", "use_dictionar
 LARGE_FILE_OPTIONS: Mapping[str, Any] = {"compression": "zstd"}
 
 
-def write_parquet_atomic(path: Path, table: pa.Table, options: Mapping[str, Any] = LARGE_FILE_OPTIONS) -> None:
-    """Write ``table`` to ``path`` via a hidden temporary file and an atomic rename."""
-    write_atomic(path, lambda tmp: pq.write_table(table, tmp, **options))
+def write_parquet_atomic(path: Path, table: pa.Table, episodes: Iterable[str],
+                         options: Mapping[str, Any] = LARGE_FILE_OPTIONS) -> None:
+    """Write ``table`` to ``path`` via a hidden temporary file and an atomic rename, with its
+    inventory record (it holds ``episodes``) written in between."""
+    write_atomic(path, lambda tmp: pq.write_table(table, tmp, **options),
+                 before_rename=lambda tmp: record_file(tmp, path, episodes))
 
 
 def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[str, Sequence[dict[str, Any]]]) -> None:
@@ -52,6 +57,7 @@ def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[
         table_rows = rows.get(name, ())
         path = episode_file(sweep_dir, name, cell_id, episode_id)
         if not table_rows:
-            path.unlink(missing_ok=True)  # a retried episode may have left rows from an earlier attempt
+            forget_file(path)  # a retried episode may have left rows from an earlier attempt
             continue
-        write_parquet_atomic(path, pa.Table.from_pylist(list(table_rows), schema=SCHEMAS[name]), SMALL_FILE_OPTIONS)
+        write_parquet_atomic(path, pa.Table.from_pylist(list(table_rows), schema=SCHEMAS[name]), [episode_id],
+                             SMALL_FILE_OPTIONS)

@@ -236,3 +236,32 @@ def test_episodes_that_failed_are_retried_by_the_next_run_and_read_once(ray_loca
         second = run_sweep(job, out=tmp_path / "runs")
     assert (second.skipped, second.completed, second.failed) == (first.completed, first.failed, 0)
     assert_all_passed(second.sweep_dir, 8)  # every file read: one row per episode, each completed
+
+
+def test_a_truncated_part_is_left_out_by_readers_then_quarantined_and_its_episodes_run_again(ray_local, tmp_path):
+    """A compacted part cut to 2,000 bytes (a disk fault, an interrupted copy)."""
+    import warnings
+
+    from pipeline.cli import main
+    from pipeline.store.files import IncompleteResultsWarning
+    from pipeline.store.inventory import read_record
+    from pipeline.store.verify import verify_sweep
+    from tests.pipeline.conftest import SMALL_ORACLE_JOB
+
+    job = tmp_path / "small.yaml"
+    job.write_text(yaml.safe_dump(SMALL_ORACLE_JOB))
+    first = run_sweep(job, out=tmp_path / "runs")
+    part = sorted((first.sweep_dir / "episodes").glob("*/part-*.parquet"))[0]
+    held = set(read_record(part).episodes)
+    part.write_bytes(part.read_bytes()[:2000])
+    with pytest.warns(IncompleteResultsWarning, match="left out"):
+        assert main(["query", "pass_rate", "--runs", str(first.sweep_dir), "--format", "json"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IncompleteResultsWarning)
+        second = run_sweep(job, out=tmp_path / "runs")
+    assert (second.skipped, second.completed) == (8 - len(held), len(held))
+    assert (first.sweep_dir / "quarantine" / part.relative_to(first.sweep_dir)).is_file()
+    assert verify_sweep(first.sweep_dir).problems == []
+    assert len(table(first.sweep_dir, "steps", "episode_id, request, step")) == len(
+        set(table(first.sweep_dir, "steps", "episode_id, request, step")))  # nothing twice
+    assert_all_passed(first.sweep_dir, 8)

@@ -57,7 +57,7 @@ class SweepBuilder:
 
     def write(self, table: str, ids: dict[str, Any], rows: list[dict[str, Any]]) -> Path:
         path = self.sweep_dir / table / f"cell={ids['cell_id']}" / f"{ids['episode_id']}.parquet"
-        write_parquet_atomic(path, table_of(table, [{**ids, **r} for r in rows]))
+        write_parquet_atomic(path, table_of(table, [{**ids, **r} for r in rows]), [ids["episode_id"]])
         return path
 
     def episode(self, *, domain: str = "airline", method: str = "full_context", model: str = "m1",

@@ -14,7 +14,9 @@ from pipeline.analysis.compact import TMP_PREFIX, compact
 from pipeline.analysis.query import connect, list_queries, query_table
 from pipeline.claim import SweepBusyError
 from pipeline.store.files import PART_PREFIX
+from pipeline.store.inventory import INVENTORY
 from pipeline.store.tables import ANALYSIS_TABLES
+from pipeline.store.verify import verify_sweep
 from tests.pipeline.analysis.builder import SweepBuilder
 from tests.pipeline.analysis.conftest import build_scores_sweep
 from tests.pipeline.analysis.test_metrics import build_depth_sweep
@@ -48,7 +50,8 @@ def answers(runs: Path) -> dict[str, list[Any]]:
 
 
 def files(sweep: Path) -> list[str]:
-    return sorted(str(p.relative_to(sweep)) for p in sweep.rglob("*") if p.is_file())
+    """The data files (the inventory's records are checked by verify)."""
+    return sorted(str(p.relative_to(sweep)) for p in sweep.rglob("*") if p.is_file() and p.parts[len(sweep.parts)] != INVENTORY)
 
 
 @pytest.fixture
@@ -125,13 +128,13 @@ def test_crash_before_the_rename_leaves_queries_unchanged(tmp_path: Path, monkey
     with pytest.raises(KeyboardInterrupt):
         compact(sweep)
     monkeypatch.undo()
-    assert files(sweep) == layout
+    assert files(sweep) == layout and verify_sweep(sweep).problems == []  # the unborn part's record is not a loss
     # what a SIGKILL at that moment leaves behind: a half-written temporary
     stale = next((sweep / "steps").iterdir()) / f"{TMP_PREFIX}123.tmp"
     stale.write_bytes(b"half a parquet file")
     assert rows_seen(runs) == before
     report = compact(sweep)
-    assert report.leftovers_removed == 1 and not stale.exists()
+    assert report.leftovers_removed == 2 and not stale.exists()  # the temporary, and the unborn part's record
     assert rows_seen(runs) == before
 
 

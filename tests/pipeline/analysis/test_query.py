@@ -76,12 +76,12 @@ def test_columns_added_or_missing_across_files(tmp_path: Path) -> None:
     ids = b.ids(domain="airline", method="full_context", model="m1", task="C", trial=0)
     later = table_of("steps", [{**ids, "request": 1, "step": 1, "n_proposed_ops": 1}])
     write_parquet_atomic(b.sweep_dir / "steps" / f"cell={ids['cell_id']}" / f"{ids['episode_id']}.parquet",
-                         later.append_column("grader_notes", pa.array(["from a later schema"])))
+                         later.append_column("grader_notes", pa.array(["from a later schema"])), [ids["episode_id"]])
     b.episode(task="C")
     ids_b = b.ids(domain="airline", method="full_context", model="m1", task="B", trial=0)
     older = table_of("episodes", [{**ids_b, "status": "completed", "reward": 0.0, "success": False, "graded": True}])
     write_parquet_atomic(b.sweep_dir / "episodes" / f"cell={ids_b['cell_id']}" / f"{ids_b['episode_id']}.parquet",
-                         older.drop_columns(["judge_prompt_tokens", "n_requests"]))  # from before these columns
+                         older.drop_columns(["judge_prompt_tokens", "n_requests"]), [ids_b["episode_id"]])  # older columns
     [r] = run_query("pass_rate", b.sweep_dir).to_pylist()
     assert (r["episodes"], r["pass_rate"]) == (3, pytest.approx(2 / 3))
     [t] = run_query("tokens", b.sweep_dir).to_pylist()
@@ -107,7 +107,8 @@ def test_messages_written_before_served_model_was_named(tmp_path: Path) -> None:
     old = table_of("messages", [{**ids, "seq": 0, "caller": "user_simulator", "latency_s": 3.0}])
     old = old.drop_columns(["served_model"])
     old = pa.Table.from_arrays([*old.columns, pa.array(["u-old"])], names=[*old.column_names, "model"])
-    write_parquet_atomic(b.sweep_dir / "messages" / f"cell={ids['cell_id']}" / f"{ids['episode_id']}.parquet", old)
+    write_parquet_atomic(b.sweep_dir / "messages" / f"cell={ids['cell_id']}" / f"{ids['episode_id']}.parquet", old,
+                         [ids["episode_id"]])
     b.episode(task="B")
     latency = {r["model"]: r for r in run_query("latency", b.sweep_dir).to_pylist()}
     assert set(latency) == {"u-new", "u-old"}

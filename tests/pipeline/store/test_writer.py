@@ -26,7 +26,8 @@ def test_every_table_is_written_with_the_episodes_file_last(tmp_path: Path, monk
     written: list[str] = []
     real = writer.write_parquet_atomic
     monkeypatch.setattr(writer, "write_parquet_atomic",
-                        lambda path, table, options: (written.append(path.parts[-3]), real(path, table, options)))
+                        lambda path, table, episodes, options: (written.append(path.parts[-3]),
+                                                                real(path, table, episodes, options)))
     ids, rows = rows_for(SweepBuilder(tmp_path), WRITE_ORDER)
     write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
     assert written == list(WRITE_ORDER) and written[-1] == "episodes"
@@ -42,9 +43,9 @@ def test_a_retry_with_fewer_tables_removes_the_earlier_attempts_files(tmp_path: 
 
 
 def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "t" / "f.parquet"
+    path = tmp_path / "episodes" / "cell=c" / "f.parquet"
     ids, _ = rows_for(SweepBuilder(tmp_path), ())
-    write_parquet_atomic(path, table_of("episodes", [{**ids, "status": "completed"}]))
+    write_parquet_atomic(path, table_of("episodes", [{**ids, "status": "completed"}]), ["e"])
 
     def broken(table, where, **options):  # noqa: ANN001, ANN202
         Path(where).write_bytes(b"PAR1 half a file")
@@ -52,7 +53,7 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path: Path,
 
     monkeypatch.setattr(writer.pq, "write_table", broken)
     with pytest.raises(OSError, match="disk full"):
-        write_parquet_atomic(path, table_of("episodes", [{**ids, "status": "failed"}]))
+        write_parquet_atomic(path, table_of("episodes", [{**ids, "status": "failed"}]), ["e"])
     monkeypatch.undo()
     assert pq.read_table(path).column("status").to_pylist() == ["completed"]
     assert [p.name for p in path.parent.iterdir()] == ["f.parquet"]

@@ -1,0 +1,127 @@
+"""Every file accounted for: inventory records written with each file, `flowstate verify`, readers
+that leave out a broken file with a warning, and a resume that quarantines and runs again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.analysis.compact import compact
+from pipeline.analysis.query import connect, run_query
+from pipeline.cli import main
+from pipeline.store.files import IncompleteResultsWarning, table_files
+from pipeline.store.inventory import INVENTORY, read_record, record_path
+from pipeline.store.verify import repair, verify_sweep
+from pipeline.store.writer import WRITE_ORDER, episode_file, write_episode
+from tests.pipeline.analysis.builder import SweepBuilder
+from tests.pipeline.store.test_writer import rows_for
+
+
+def _sweep(tmp_path: Path, tasks: int = 3) -> SweepBuilder:
+    b = SweepBuilder(tmp_path)
+    for task in range(tasks):
+        b.episode(task=str(task), reward=1.0, steps=[{"request": 1, "step": 1, "n_proposed_ops": task}])
+    return b
+
+
+def _parts(sweep: Path, table: str) -> list[Path]:
+    return sorted((sweep / table).glob("*/part-*.parquet"))
+
+
+def test_each_file_is_recorded_with_its_rows_bytes_hash_and_episode(tmp_path):
+    ids, rows = rows_for(SweepBuilder(tmp_path), WRITE_ORDER)
+    write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
+    for table in WRITE_ORDER:
+        path = episode_file(tmp_path, table, ids["cell_id"], ids["episode_id"])
+        record = read_record(path)
+        assert record is not None and record.episodes == [ids["episode_id"]] and record.rows == 1
+        assert (record.bytes, record.sha256) == (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+    write_episode(tmp_path, ids["cell_id"], ids["episode_id"], {"episodes": rows["episodes"]})  # a retry, fewer tables
+    assert not record_path(episode_file(tmp_path, "steps", ids["cell_id"], ids["episode_id"])).exists()
+
+
+def test_compaction_records_its_parts_and_drops_the_merged_files_records(tmp_path):
+    b = _sweep(tmp_path)
+    compact(b.sweep_dir)
+    [part] = _parts(b.sweep_dir, "episodes")
+    record = read_record(part)
+    assert record is not None and len(record.episodes) == 3 and record.rows == 3
+    assert sorted(p.name for p in (b.sweep_dir / INVENTORY / "episodes").rglob("*.json")) == [f"{part.stem}.json"]
+    result = verify_sweep(b.sweep_dir)
+    assert (result.checked, result.unrecorded, result.problems) == (2, 0, [])  # the episodes and steps parts
+
+
+def test_verify_names_each_bad_or_missing_file_with_its_table_cell_and_episodes(tmp_path, capsys):
+    b = _sweep(tmp_path)
+    compact(b.sweep_dir)
+    [episodes_part] = _parts(b.sweep_dir, "episodes")
+    [steps_part] = _parts(b.sweep_dir, "steps")
+    held = read_record(episodes_part).episodes
+    episodes_part.write_bytes(episodes_part.read_bytes()[:2000])  # truncated, as a disk fault leaves it
+    flipped = bytearray(steps_part.read_bytes())
+    flipped[len(flipped) // 2] ^= 0xFF  # same size, other bytes
+    steps_part.write_bytes(bytes(flipped))
+    foreign = b.sweep_dir / "transcript" / "cell=x" / "part-notes.parquet"  # named like a part: visible
+    foreign.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"note": ["mine"]}), foreign)
+    (b.sweep_dir / "episodes" / episodes_part.parent.name / ".stray.parquet.123.tmp").write_bytes(b"half")
+    result = verify_sweep(b.sweep_dir)
+    reasons = {p.file.name: (p.table, p.cell, p.episodes, p.reason) for p in result.problems}
+    assert reasons[episodes_part.name][:3] == ("episodes", episodes_part.parent.name, tuple(held))
+    assert "2,000 bytes where" in reasons[episodes_part.name][3]
+    assert reasons[steps_part.name][3] == "its SHA-256 differs from the one recorded when it was written"
+    assert reasons["part-notes.parquet"][3] == "not a FlowState file (no episode_id column)"
+    assert len(result.problems) == 3  # the stray temporary is invisible, so no problem
+    assert main(["verify", str(b.sweep_dir)]) == 1
+    out = capsys.readouterr()
+    assert "3 bad or missing" in out.out and f"held {len(held)} episodes" in out.out and "quarantine" in out.err
+
+
+def test_a_lost_part_is_missing_but_an_unborn_one_is_not(tmp_path):
+    b = _sweep(tmp_path)
+    compact(b.sweep_dir)
+    [part] = _parts(b.sweep_dir, "episodes")
+    part.unlink()  # lost: its record stays, nothing holds its episodes
+    [problem] = verify_sweep(b.sweep_dir).problems
+    assert (problem.file, problem.reason, len(problem.episodes)) == (part, "missing", 3)
+
+
+def test_readers_leave_out_a_broken_file_with_one_warning_and_no_traceback(tmp_path, capsys):
+    b = _sweep(tmp_path)
+    b.episode(task="9", reward=0.0)
+    [broken] = [episode_file(b.sweep_dir, "episodes", r["cell_id"], r["episode_id"])
+                for r in [b.ids(domain="airline", method="full_context", model="m1", task="9", trial=0)]]
+    broken.write_bytes(broken.read_bytes()[:100])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        files = table_files(b.sweep_dir)
+        [row] = run_query("pass_rate", b.sweep_dir).to_pylist()
+    assert broken not in files["episodes"] and row["episodes"] == 3 and row["pass_rate"] == 1.0
+    assert any(issubclass(w.category, IncompleteResultsWarning) and str(broken) in str(w.message) for w in caught)
+    with pytest.warns(IncompleteResultsWarning, match="results are incomplete"):
+        assert main(["query", "pass_rate", "--runs", str(b.sweep_dir), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["episodes"] == 3
+    # what a user sees of it: one line, no source location
+    assert warnings.formatwarning(IncompleteResultsWarning("left out f"), IncompleteResultsWarning, "x.py", 1) == (
+        "flowstate: warning: left out f\n")
+
+
+def test_repair_quarantines_bad_files_and_takes_their_episodes_out_of_every_table(tmp_path):
+    b = _sweep(tmp_path)
+    compact(b.sweep_dir)
+    b.episode(task="7", reward=1.0, steps=[{"request": 1, "step": 1}])  # after compaction: a per-episode file
+    [part] = _parts(b.sweep_dir, "episodes")
+    held = set(read_record(part).episodes)
+    part.write_bytes(part.read_bytes()[:500])
+    moved = repair(b.sweep_dir, verify_sweep(b.sweep_dir))
+    assert [p.relative_to(b.sweep_dir).parts[0] for p in moved] == ["quarantine"] and moved[0].with_suffix(".json").exists()
+    assert verify_sweep(b.sweep_dir).problems == []
+    with connect(b.sweep_dir) as con:
+        steps = [r[0] for r in con.sql("SELECT episode_id FROM steps").fetchall()]
+    assert held.isdisjoint(steps) and len(steps) == 1  # the held episodes' steps went too; task 7's stayed
