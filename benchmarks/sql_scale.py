@@ -1,7 +1,8 @@
 """DuckDB query time at scale: 1 M and 10 M synthetic agent-step rows, per-episode files vs compacted.
 
-For each size it prints the time of every shipped query (sql/*.sql), the compaction time and the
-MLflow logging time per cell, with the machine it ran on. Target: every query under 2 s on 10 M step
+For each size it prints the time of every shipped query (sql/*.sql), the compaction time, the
+time of ``flowstate verify`` (every file hashed) and the MLflow logging time per cell, with the
+machine it ran on. Target: every query under 2 s on 10 M step
 rows on 2 cores once compacted.
 
 Layouts:
@@ -33,13 +34,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipeline.analysis.compact import compact
 from pipeline.analysis.query import connect, list_queries, query_table
 from pipeline.store.files import PART_META_KEY, PART_PREFIX
 from pipeline.store.schema import SCHEMA_VERSION
 from pipeline.store.tables import ANALYSIS_SCHEMAS
+from pipeline.store.verify import verify_sweep
 from pipeline.store.writer import SMALL_FILE_OPTIONS, write_parquet_atomic
 
 CELLS = [(d, m, a) for d in ("airline", "retail") for m in ("full_context", "flowstate", "flowstate-json")
@@ -246,12 +247,12 @@ def generate(root: Path, rows: int, small: bool, seed: int = 7) -> tuple[int, in
                 table = table.filter(pc.invert(pc.is_in(table["episode_id"], pa.array(sorted(failed) or [""]))))
             folder = sweep / name / f"cell={cell.cell_id}"
             for path, chunk in _split(folder, table, small):
+                episodes = sorted(set(chunk["episode_id"].to_pylist()))
                 if small:
-                    write_parquet_atomic(path, chunk, SMALL_FILE_OPTIONS)  # as the store writes them
+                    write_parquet_atomic(path, chunk, episodes, SMALL_FILE_OPTIONS)  # as the store writes them
                 else:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    meta = {PART_META_KEY: json.dumps({"episodes": sorted(set(chunk["episode_id"].to_pylist()))}).encode()}
-                    pq.write_table(chunk.replace_schema_metadata(meta), path, compression="zstd")
+                    meta = {PART_META_KEY: json.dumps({"episodes": episodes}).encode()}
+                    write_parquet_atomic(path, chunk.replace_schema_metadata(meta), episodes, {"compression": "zstd"})
                 files += 1
     (sweep / "manifest.json").write_text(json.dumps({"sweep_id": SWEEP, "job_name": "scale", "code_version": "bench",
                                                      "job": {"trials": 3}, "cells": []}))
@@ -323,6 +324,9 @@ def main() -> None:
             report = compact(root / SWEEP)
             print(f"compaction: {report.files_merged:,} files -> {report.parts_written} parts, "
                   f"{report.rows_written:,} rows in {report.duration_s:.1f} s", flush=True)
+            verified = verify_sweep(root / SWEEP)
+            print(f"flowstate verify: {verified.checked:,} files checked in {verified.duration_s:.1f} s "
+                  f"({len(verified.problems)} problems)", flush=True)
             after = time_queries(root / SWEEP, list_queries(), repeats=2)
             print(f"{'query':<24}{'uncompacted s':>15}{'compacted s':>13}   (uncompacted: one run; compacted: best of 2)")
             for name in after:

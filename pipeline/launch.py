@@ -21,7 +21,7 @@ from pipeline.analysis.compact import forget_episodes
 from pipeline.claim import claim_sweep
 from pipeline.dispatch import dispatch
 from pipeline.finish import finish_sweep
-from pipeline.manifest import write_manifest
+from pipeline.manifest import check_manifest_belongs, write_manifest
 from pipeline.plan import Plan, earlier_sweeps, locate_sweep, plan_sweep, plan_table
 from pipeline.store.inventory import QUARANTINE
 from pipeline.store.verify import repair, verify_sweep
@@ -58,6 +58,7 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
     with claim_sweep(located[1], "run", wait=wait,
                      on_wait=lambda holder: console.print(f"waiting for the sweep's other driver: {holder.describe()}")):
         if located[1].exists() and not fresh:
+            check_manifest_belongs(located[1], located[0].sweep_id)
             _quarantine_bad_files(located[1], console)
         return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console)
 

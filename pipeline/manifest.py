@@ -58,9 +58,33 @@ def prompt_templates_hash() -> str:
     return digest.hexdigest()
 
 
+class ManifestError(ValueError):
+    """A manifest that cannot be this sweep's: not JSON, or another sweep's."""
+
+
 def read_manifest(sweep_dir: Path) -> dict[str, Any] | None:
+    """The sweep's manifest; None when there is none. Not JSON (a cut copy, a hand edit): an error
+    that names it."""
     path = sweep_dir / MANIFEST
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (ValueError, OSError) as exc:
+        raise ManifestError(f"{path} is not a readable manifest ({exc}); move it away (the results beside it "
+                            "are intact, and a run writes a new one)") from None
+    if not isinstance(manifest, dict):
+        raise ManifestError(f"{path} is not a manifest (a JSON object); move it away")
+    return manifest
+
+
+def check_manifest_belongs(sweep_dir: Path, sweep_id: str) -> None:
+    """Refuse to resume into a folder whose manifest is another sweep's (copied or renamed folders)."""
+    manifest = read_manifest(sweep_dir)
+    if manifest is not None and manifest.get("sweep_id") != sweep_id:
+        raise ManifestError(f"{sweep_dir / MANIFEST} belongs to sweep {manifest.get('sweep_id')!r} (job "
+                            f"{manifest.get('job_name')!r}), not to {sweep_id!r}: this folder holds another sweep's "
+                            "results; give the run another --out, or move the folder")
 
 
 def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments: dict[str, Any] | None = None,

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from pipeline.config import NOT_RESULTS, load_job
 from pipeline.estimate import estimate
-from pipeline.manifest import read_manifest
+from pipeline.manifest import ManifestError, read_manifest
 from pipeline.store.files import REPLACED_MARK
 from pipeline.store.reader import done_episodes
 from pipeline.sweep import EpisodeSpec, Sweep, expand
@@ -66,7 +66,12 @@ def earlier_sweeps(sweep: Sweep, sweep_dir: Path) -> dict[Path, list[str]]:
     now = sweep.job.to_resolved()
     found: dict[Path, list[str]] = {}
     for other in sorted(sweep_dir.parent.iterdir()):
-        manifest = read_manifest(other) if other.is_dir() and other != sweep_dir and REPLACED_MARK not in other.name else None
+        if not other.is_dir() or other == sweep_dir or REPLACED_MARK in other.name:
+            continue
+        try:
+            manifest = read_manifest(other)
+        except ManifestError:
+            continue  # not this run's concern
         if not manifest or manifest.get("job_name") != sweep.job.name:
             continue
         then = manifest.get("job") or {}

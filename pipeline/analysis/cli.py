@@ -29,11 +29,12 @@ def _guard(run: Callable[[], Any]) -> Any:
     from pipeline.analysis.query import QueryError
     from pipeline.analysis.report import ReportError
     from pipeline.claim import SweepBusyError
+    from pipeline.manifest import ManifestError
     from pipeline.store.files import NoResultsError
 
     try:
         return run()
-    except (QueryError, NoResultsError, SweepBusyError, ReportError) as exc:
+    except (QueryError, NoResultsError, SweepBusyError, ReportError, ManifestError) as exc:
         raise CliError(str(exc)) from None
 
 

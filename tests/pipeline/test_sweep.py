@@ -108,3 +108,26 @@ def test_a_changed_job_names_its_earlier_sweep_and_what_differs(tmp_path):
     assert sweep_dir != old_dir
     assert earlier_sweeps(sweep, sweep_dir) == {old_dir: ["trials"]}
     assert earlier_sweeps(old_sweep, old_dir) == {}  # the same sweep is not its own earlier one
+
+
+def test_another_sweeps_manifest_or_a_broken_one_is_a_clear_error(tmp_path, capsys):
+    import yaml
+
+    from pipeline.cli import main
+    from pipeline.plan import locate_sweep
+
+    job = {"name": "mine", "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["0"]}],
+           "methods": [{"name": "flowstate"}], "agents": [{"deployment": "oracle"}], "user_simulator": "scripted",
+           "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}}}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(job))
+    _, sweep_dir = locate_sweep(path, out=tmp_path / "runs")
+    sweep_dir.mkdir(parents=True)
+    (sweep_dir / "manifest.json").write_text('{"sweep_id": "other-123", "job_name": "other"}')
+    assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 2
+    assert "belongs to sweep 'other-123' (job 'other')" in capsys.readouterr().err
+    (sweep_dir / "manifest.json").write_text('{"sweep_id": "cut sh')
+    assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 2
+    assert "is not a readable manifest" in capsys.readouterr().err
+    assert main(["query", "pass_rate", "--runs", str(sweep_dir)]) == 2  # a reader: one line, no traceback
+    assert capsys.readouterr().err.startswith("flowstate: error: ")
