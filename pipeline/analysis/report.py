@@ -23,7 +23,7 @@ from pipeline.analysis.query import connect, query_rows
 from pipeline.analysis.stats import LEVEL, RESAMPLES, SEED, paired_bootstrap
 from pipeline.benchmarks.plugin import BENCHMARKS
 from pipeline.manifest import read_manifest
-from pipeline.store.files import sweep_dirs
+from pipeline.store.files import broken_files, sweep_dirs
 
 Row = dict[str, Any]
 Key = tuple[str, str, str, str]
@@ -256,12 +256,16 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
     depth = query_rows(con, "depth_accuracy")
     internals = internals_table(query_rows(con, "isu_ops"), query_rows(con, "psa"), query_rows(con, "parse_errors"))
     sweeps = ", ".join(d.name for d in sweep_dirs(runs_dir))
+    left_out = [p for d in sweep_dirs(runs_dir) for p in broken_files(d)]
     figures: list[Path] = []
     parts = [
         "# FlowState results\n",
         f"Runs: `{runs_dir}` (sweeps: {sweeps}); generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
         + (f"baseline: `{baseline}`.\n" if compared else "no baseline (the jobs name none: `analysis: {baseline: ...}`).\n"),
     ]
+    if left_out:
+        parts.append(f"**Incomplete**: {len(left_out)} files that are not whole Parquet files were left out "
+                     f"({', '.join(f'`{p}`' for p in left_out)}); `flowstate verify` lists the episodes they held.\n")
     for benchmark in sorted({r["benchmark"] for r in s.rows}):
         plugin = BENCHMARKS.get(benchmark) if benchmark in BENCHMARKS.names() else None
         parts.append(f"## {plugin.report_heading if plugin else 'Results'}\n")

@@ -14,6 +14,7 @@ import pytest
 
 from pipeline.analysis.compact import compact
 from pipeline.analysis.query import connect, run_query
+from pipeline.analysis.report import build_report
 from pipeline.cli import main
 from pipeline.store.files import IncompleteResultsWarning, table_files
 from pipeline.store.inventory import INVENTORY, read_record, record_path
@@ -107,6 +108,10 @@ def test_readers_leave_out_a_broken_file_with_one_warning_and_no_traceback(tmp_p
     with pytest.warns(IncompleteResultsWarning, match="results are incomplete"):
         assert main(["query", "pass_rate", "--runs", str(b.sweep_dir), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["episodes"] == 3
+    with pytest.warns(IncompleteResultsWarning):
+        report = build_report(b.sweep_dir, tmp_path / "report.md")
+    assert f"**Incomplete**: 1 files that are not whole Parquet files were left out (`{broken}`)" in (
+        report.markdown.read_text())
     # what a user sees of it: one line, no source location
     assert warnings.formatwarning(IncompleteResultsWarning("left out f"), IncompleteResultsWarning, "x.py", 1) == (
         "flowstate: warning: left out f\n")
