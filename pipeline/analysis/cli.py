@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from pipeline.analysis.catalog import FORMATS, list_queries
 from pipeline.cli_support import CliError
 
@@ -36,6 +38,8 @@ def _guard(run: Callable[[], Any]) -> Any:
         return run()
     except (QueryError, NoResultsError, SweepBusyError, ReportError, ManifestError) as exc:
         raise CliError(str(exc)) from None
+    except duckdb.Error as exc:  # a file no check caught: one line, and what to do
+        raise CliError(f"{exc}; `flowstate verify` checks the sweep's files") from None
 
 
 def _query(args: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from pipeline.claim import claim_sweep
 from pipeline.store.files import PART_META_KEY, PART_PREFIX, Part, Partition, pending_small, scan_sweep
-from pipeline.store.inventory import episodes_of, forget_file, record_file, records_folder
+from pipeline.store.inventory import episodes_of, forget_file, looks_whole, record_file, records_folder
 from pipeline.store.tables import anchor_file
 
 TMP_PREFIX = ".compact-"
@@ -132,13 +132,15 @@ def compact(sweep_dir: Path | str, *, max_part_bytes: int = DEFAULT_MAX_PART_BYT
 def forget_episodes(sweep_dir: Path | str, episodes: frozenset[str]) -> int:
     """Take these episodes' rows out of the sweep (a rerun retries them: their new rows must be the
     ones read): each compacted part holding one is replaced, atomically, by a part without it, and
-    their per-episode files are removed (the episodes file first, which makes the rest invisible).
-    An episode left without rows is simply to run. Returns the parts replaced."""
+    their per-episode files are removed, the episodes table last (cut short, an episode that still
+    has its episodes row is still done; one without it is an orphan, whose other rows the next
+    resume drops: :func:`pipeline.store.verify.finish_pending_repair`). Returns the parts replaced."""
     sweep_dir = Path(sweep_dir)
     replaced = 0
     with claim_sweep(sweep_dir, "compact"):
         by_table, _ = scan_sweep(sweep_dir)
-        for table in ("episodes", *(t for t in by_table if t != "episodes")):
+        # the episodes table last: until its rows go, the episode counts as done and is not re-run
+        for table in (*(t for t in by_table if t != "episodes"), "episodes"):
             for partition in by_table[table]:
                 for episode in episodes & partition.small.keys():
                     forget_file(partition.small[episode])
@@ -161,8 +163,9 @@ def _compact(sweep_dir: Path, max_part_bytes: int) -> CompactionReport:
     # ``done`` is the episodes finished now; episodes finishing from here on wait for the next run
     for parts in by_table.values():
         for partition in parts:
-            small = pending_small(partition, done)
-            mergeable = [p for p in partition.active_parts if p.path.stat().st_size < max_part_bytes]
+            # a broken file is left where it is, for verify and the resume to deal with
+            small = {e: f for e, f in pending_small(partition, done).items() if looks_whole(f)}
+            mergeable = [p for p in partition.active_parts if p.path.stat().st_size < max_part_bytes and looks_whole(p.path)]
             if not small and len(mergeable) <= 1:
                 continue
             episodes = set(small).union(*(p.episodes for p in mergeable))

@@ -111,7 +111,11 @@ def check_file(data_file: Path, *, thorough: bool) -> str | None:
     if not _has_footer(data_file, size):
         return "not a Parquet file (no footer)"
     if thorough:
-        if record is not None and sha256_of(data_file) != record.sha256:
+        try:
+            digest = sha256_of(data_file)
+        except OSError as exc:  # a bad sector, a permission
+            return f"unreadable ({exc.strerror or exc})"
+        if record is not None and digest != record.sha256:
             return "its SHA-256 differs from the one recorded when it was written"
         try:
             rows = pq.read_metadata(data_file).num_rows
@@ -154,6 +158,10 @@ def quarantine(sweep_dir: Path, data_file: Path) -> Path:
     """Move a bad file and its record under ``<sweep>/quarantine/`` (kept for inspection)."""
     relative = data_file.relative_to(sweep_dir)
     target = sweep_dir / QUARANTINE / relative
+    copies = 1
+    while target.exists():  # an earlier quarantine of the same name stays
+        target = target.with_name(f"{data_file.stem}.{copies}{data_file.suffix}")
+        copies += 1
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(data_file, target)
     record = record_path(data_file)

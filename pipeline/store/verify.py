@@ -10,17 +10,23 @@ and the episodes the file held, which is what a resumed run quarantines and runs
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline.store.files import PARQUET, PART_PREFIX, scan_sweep
+from pipeline.atomic import write_text_atomic
+from pipeline.store.files import PARQUET, PART_PREFIX, Partition, scan_sweep
 from pipeline.store.inventory import (
+    INVENTORY,
+    QUARANTINE,
+    FileRecord,
     Problem,
     Verification,
     check_file,
     episodes_of,
+    forget_file,
     quarantine,
     read_record,
     records_folder,
@@ -29,7 +35,9 @@ from pipeline.store.inventory import (
 ID_COLUMN = "episode_id"
 
 
-def verify_sweep(sweep_dir: Path) -> Verification:
+def verify_sweep(sweep_dir: Path, *, thorough: bool = True) -> Verification:
+    """Every visible file against its record (``thorough``: hashed too; otherwise size, footer and
+    schema only, what a resume can afford on every start), and every record whose file is gone."""
     started = time.monotonic()
     by_table, done = scan_sweep(sweep_dir)
     result = Verification()
@@ -39,25 +47,45 @@ def verify_sweep(sweep_dir: Path) -> Verification:
                 result.checked += 1
                 recorded = read_record(path) is not None
                 result.unrecorded += not recorded
-                reason = check_file(path, thorough=True) or (None if recorded else _foreign(path))
+                reason = check_file(path, thorough=thorough) or (None if recorded else _foreign(path))
                 if reason:
                     result.problems.append(Problem(table, partition.directory.name, path,
                                                    episodes_of(path, path.name.startswith(PART_PREFIX)), reason))
-            replaced = {name for part in partition.parts for name in part.replaces}
-            for record in sorted(records_folder(partition.directory).glob("*.json")):
-                data = partition.directory / f"{record.stem}{PARQUET}"
-                if data.exists():
-                    continue
-                if data.name.startswith(PART_PREFIX):  # not replaced, and what it held is nowhere else
-                    held = set(episodes_of(data, True))
-                    lost = data.name not in replaced and bool(held - partition.covered - set(partition.small))
-                else:  # a finished episode's file that no part holds
-                    lost = record.stem in done and record.stem not in partition.covered
-                if lost:
-                    result.problems.append(Problem(table, partition.directory.name, data,
-                                                   episodes_of(data, data.name.startswith(PART_PREFIX)), "missing"))
+            result.problems += _missing(table, partition, done)
+        present = {p.directory.name for p in partitions}
+        for folder in sorted((sweep_dir / INVENTORY / table).glob("cell=*")):  # a whole partition folder gone
+            if folder.name not in present:
+                result.problems += [Problem(table, folder.name, sweep_dir / table / folder.name / f"{r.stem}{PARQUET}",
+                                            tuple(_record_episodes(r)), "missing (its folder too)")
+                                    for r in sorted(folder.glob("*.json"))]
     result.duration_s = time.monotonic() - started
     return result
+
+
+def _missing(table: str, partition: Partition, done: frozenset[str]) -> list[Problem]:
+    """Records of files that are gone while what they held is nowhere else in the partition (a part
+    a crash kept from appearing, whose episodes are still in their own files, is no loss)."""
+    replaced = {name for part in partition.parts for name in part.replaces}
+    visible = partition.covered | set(partition.small)
+    problems = []
+    for record in sorted(records_folder(partition.directory).glob("*.json")):
+        data = partition.directory / f"{record.stem}{PARQUET}"
+        if data.exists():
+            continue
+        if data.name.startswith(PART_PREFIX):
+            lost = () if data.name in replaced else tuple(e for e in _record_episodes(record) if e not in visible)
+        else:  # a finished episode's file that no part holds
+            lost = (record.stem,) if record.stem in done and record.stem not in partition.covered else ()
+        if lost:
+            problems.append(Problem(table, partition.directory.name, data, lost, "missing"))
+    return problems
+
+
+def _record_episodes(record: Path) -> list[str]:
+    try:
+        return FileRecord.model_validate_json(record.read_bytes()).episodes
+    except (OSError, ValueError):
+        return []
 
 
 def _foreign(path: Path) -> str | None:
@@ -68,12 +96,50 @@ def _foreign(path: Path) -> str | None:
     return None if ID_COLUMN in names else "not a FlowState file (no episode_id column)"
 
 
+class RepairError(ValueError):
+    """A bad file whose episodes nobody recorded: what to run again is unknown."""
+
+
+JOURNAL = "pending.json"  # under quarantine/: episodes whose rows are being taken out
+
+
 def repair(sweep_dir: Path, verification: Verification) -> list[Path]:
     """Move the bad files to ``quarantine/`` and take every row of the episodes they held out of the
-    sweep, so that a run runs those episodes again; returns where the files went."""
+    sweep, so that a run runs those episodes again; returns where the files went.
+
+    The episodes are journaled before anything moves and the journal is cleared last, so a repair
+    cut short is finished by the next one (:func:`finish_pending_repair`)."""
+    unknown = [p for p in verification.problems if not p.episodes and p.file.name.startswith(PART_PREFIX)]
+    if unknown:
+        raise RepairError(f"{unknown[0].file} is bad ({unknown[0].reason}) and was written before the inventory, so "
+                          "which episodes it held is unknown: move it out of the sweep by hand and run again "
+                          "(the episodes with no episodes row are run again; other tables' rows of them are dropped)")
+    journal = sweep_dir / QUARANTINE / JOURNAL
+    write_text_atomic(journal, json.dumps(sorted(verification.bad_episodes)))
+    moved = []
+    for problem in verification.problems:
+        if problem.file.exists():
+            moved.append(quarantine(sweep_dir, problem.file))
+        else:  # missing: its record goes, so it is not reported again
+            forget_file(problem.file)
+    finish_pending_repair(sweep_dir)
+    return moved
+
+
+def finish_pending_repair(sweep_dir: Path) -> None:
+    """Take out the rows of a journaled repair's episodes, then of every orphan: an episode with rows
+    in some table but no episodes row (a lost episodes file, a cut-short forget), which a run is about
+    to run again, so that its old rows do not mix with the new ones."""
     from pipeline.analysis.compact import forget_episodes
 
-    moved = [quarantine(sweep_dir, p.file) for p in verification.problems if p.file.exists()]
-    if verification.bad_episodes:
-        forget_episodes(sweep_dir, verification.bad_episodes)
-    return moved
+    journal = sweep_dir / QUARANTINE / JOURNAL
+    pending = frozenset(json.loads(journal.read_text())) if journal.exists() else frozenset()
+    forget_episodes(sweep_dir, pending | orphans(sweep_dir))
+    journal.unlink(missing_ok=True)
+
+
+def orphans(sweep_dir: Path) -> frozenset[str]:
+    by_table, done = scan_sweep(sweep_dir)
+    held = {e for table, partitions in by_table.items() if table != "episodes" for p in partitions
+            for e in (p.covered | set(p.small))}
+    return frozenset(held - done)

@@ -17,8 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.atomic import write_atomic
-from pipeline.store.inventory import forget_file, record_file
+from pipeline.atomic import write_atomic, write_bytes_atomic
+from pipeline.store.inventory import forget_file, record_file, record_path
 from pipeline.store.schema import SCHEMAS
 
 # Order matters: "episodes" last (see module docstring).
@@ -44,8 +44,17 @@ def write_parquet_atomic(path: Path, table: pa.Table, episodes: Iterable[str],
                          options: Mapping[str, Any] = LARGE_FILE_OPTIONS) -> None:
     """Write ``table`` to ``path`` via a hidden temporary file and an atomic rename, with its
     inventory record (it holds ``episodes``) written in between."""
-    write_atomic(path, lambda tmp: pq.write_table(table, tmp, **options),
-                 before_rename=lambda tmp: record_file(tmp, path, episodes))
+    record = record_path(path)
+    previous = record.read_bytes() if record.exists() else None  # a file rewritten in place (regrade)
+    try:
+        write_atomic(path, lambda tmp: pq.write_table(table, tmp, **options),
+                     before_rename=lambda tmp: record_file(tmp, path, episodes))
+    except BaseException:  # the file stayed as it was: so does its record
+        if previous is not None:
+            write_bytes_atomic(record, previous)
+        elif not path.exists():
+            record.unlink(missing_ok=True)
+        raise
 
 
 def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[str, Sequence[dict[str, Any]]]) -> None:

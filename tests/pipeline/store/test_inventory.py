@@ -130,3 +130,90 @@ def test_repair_quarantines_bad_files_and_takes_their_episodes_out_of_every_tabl
     with connect(b.sweep_dir) as con:
         steps = [r[0] for r in con.sql("SELECT episode_id FROM steps").fetchall()]
     assert held.isdisjoint(steps) and len(steps) == 1  # the held episodes' steps went too; task 7's stayed
+
+
+def test_a_missing_part_names_only_the_episodes_it_alone_held_and_is_not_reported_again(tmp_path):
+    b = _sweep(tmp_path)
+    compact(b.sweep_dir)
+    [part] = _parts(b.sweep_dir, "steps")
+    held = read_record(part).episodes
+    part.unlink()
+    verification = verify_sweep(b.sweep_dir)
+    [problem] = verification.problems
+    assert (problem.table, problem.reason, sorted(problem.episodes)) == ("steps", "missing", sorted(held))
+    repair(b.sweep_dir, verification)
+    assert verify_sweep(b.sweep_dir).problems == []  # its record went with the repair
+    assert not (b.sweep_dir / "quarantine" / "pending.json").exists()
+    with connect(b.sweep_dir) as con:  # the episodes whose steps were lost are to run again
+        assert con.sql("SELECT count(*) FROM episodes").fetchall() == [(0,)]
+
+
+def test_a_deleted_partition_folder_is_missing_too(tmp_path):
+    import shutil
+
+    b = _sweep(tmp_path)
+    compact(b.sweep_dir)
+    [part] = _parts(b.sweep_dir, "steps")
+    shutil.rmtree(part.parent)
+    [problem] = verify_sweep(b.sweep_dir).problems
+    assert problem.reason == "missing (its folder too)" and len(problem.episodes) == 3
+
+
+def test_a_repair_cut_short_is_finished_and_orphan_rows_are_dropped_before_a_resume(tmp_path):
+    from pipeline.store.verify import finish_pending_repair, orphans
+
+    b = _sweep(tmp_path)
+    compact(b.sweep_dir)
+    done = read_record(_parts(b.sweep_dir, "episodes")[0]).episodes
+    (b.sweep_dir / "quarantine").mkdir()
+    (b.sweep_dir / "quarantine" / "pending.json").write_text(json.dumps(done[:1]))  # a journal left by a kill
+    b.episode(task="8", reward=1.0, steps=[{"request": 1, "step": 1}], write_episode_row=False)  # a killed episode
+    crashed = b.ids(domain="airline", method="full_context", model="m1", task="8", trial=0)["episode_id"]
+    assert orphans(b.sweep_dir) == {crashed}
+    finish_pending_repair(b.sweep_dir)
+    with connect(b.sweep_dir) as con:
+        kept = {r[0] for r in con.sql("SELECT episode_id FROM steps").fetchall()}
+        episodes = {r[0] for r in con.sql("SELECT episode_id FROM episodes").fetchall()}
+    assert kept == episodes == set(done[1:]) and orphans(b.sweep_dir) == set()
+    assert not (b.sweep_dir / "quarantine" / "pending.json").exists()
+
+
+def test_a_broken_part_nobody_recorded_is_named_not_guessed(tmp_path):
+    from pipeline.store.verify import RepairError
+
+    b = _sweep(tmp_path)
+    compact(b.sweep_dir)
+    [part] = _parts(b.sweep_dir, "steps")
+    record_path(part).unlink()  # as written before the inventory
+    part.write_bytes(part.read_bytes()[:300])
+    with pytest.raises(RepairError, match="written before the inventory, so which episodes it held is unknown"):
+        repair(b.sweep_dir, verify_sweep(b.sweep_dir))
+    assert part.exists()  # nothing moved
+
+
+def test_a_rewrite_that_fails_keeps_the_files_record(tmp_path, monkeypatch):
+    from pipeline import atomic
+    from pipeline.store.writer import write_parquet_atomic
+
+    b = _sweep(tmp_path, tasks=1)
+    path = next((b.sweep_dir / "episodes").rglob("*.parquet"))
+    before = record_path(path).read_bytes()
+
+    def killed(src, dst):
+        raise KeyboardInterrupt("killed before the rename")
+
+    monkeypatch.setattr(atomic.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_parquet_atomic(path, pq.read_table(path).slice(0, 0), [path.stem])
+    monkeypatch.undo()
+    assert record_path(path).read_bytes() == before and verify_sweep(b.sweep_dir).problems == []
+
+
+def test_compaction_leaves_a_broken_file_for_verify_and_the_resume(tmp_path):
+    b = _sweep(tmp_path)
+    broken = next((b.sweep_dir / "steps").rglob("*.parquet"))
+    broken.write_bytes(broken.read_bytes()[:50])
+    report = compact(b.sweep_dir)  # no traceback: the other files are merged
+    assert report.parts_written >= 1 and broken.exists()
+    [problem] = verify_sweep(b.sweep_dir).problems
+    assert problem.file == broken
