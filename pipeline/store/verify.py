@@ -127,9 +127,9 @@ def repair(sweep_dir: Path, verification: Verification) -> list[Path]:
 
 
 def finish_pending_repair(sweep_dir: Path) -> None:
-    """Take out the rows of a journaled repair's episodes, then of every orphan: an episode with rows
-    in some table but no episodes row (a lost episodes file, a cut-short forget), which a run is about
-    to run again, so that its old rows do not mix with the new ones."""
+    """Take out the rows of a journaled repair's episodes, then of every orphan (:func:`orphans`: a
+    lost episodes part, a cut-short forget), which a run is about to run again, so that its old
+    rows do not mix with the new ones."""
     from pipeline.analysis.compact import forget_episodes
 
     journal = sweep_dir / QUARANTINE / JOURNAL
@@ -139,7 +139,9 @@ def finish_pending_repair(sweep_dir: Path) -> None:
 
 
 def orphans(sweep_dir: Path) -> frozenset[str]:
+    """Episodes held by compacted parts of other tables but without an episodes row. (Per-episode
+    files of an unfinished episode are not orphans: its next attempt overwrites them, and a worker
+    of a driver killed a moment ago may still be writing them.)"""
     by_table, done = scan_sweep(sweep_dir)
-    held = {e for table, partitions in by_table.items() if table != "episodes" for p in partitions
-            for e in (p.covered | set(p.small))}
+    held = {e for table, partitions in by_table.items() if table != "episodes" for p in partitions for e in p.covered}
     return frozenset(held - done)
