@@ -248,8 +248,8 @@ def test_a_truncated_part_is_left_out_by_readers_then_quarantined_and_its_episod
     from pipeline.store.verify import verify_sweep
     from tests.pipeline.conftest import SMALL_ORACLE_JOB
 
-    job = tmp_path / "small.yaml"
-    job.write_text(yaml.safe_dump(SMALL_ORACLE_JOB))
+    job = tmp_path / "small.yaml"  # its own name: the session's MLflow store keeps one parent run per sweep
+    job.write_text(yaml.safe_dump({**SMALL_ORACLE_JOB, "name": "truncated-part"}))
     first = run_sweep(job, out=tmp_path / "runs")
     part = sorted((first.sweep_dir / "episodes").glob("*/part-*.parquet"))[0]
     held = set(read_record(part).episodes)
