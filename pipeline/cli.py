@@ -98,6 +98,7 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from pipeline.claim import read_claim
     from pipeline.store.files import NoResultsError, sweep_dirs
     from pipeline.store.verify import verify_sweep
 
@@ -107,6 +108,9 @@ def _verify(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     bad = 0
     for sweep in sweeps:
+        holder = read_claim(sweep)
+        if holder is not None:
+            print(f"{sweep.name}: held by {holder.describe()}: files may change while they are checked", file=sys.stderr)
         result = verify_sweep(sweep)
         legacy = f", {result.unrecorded} written before the inventory" if result.unrecorded else ""
         print(f"{sweep.name}: {result.checked} files checked in {result.duration_s:.1f}s{legacy}: "
