@@ -10,7 +10,6 @@ foreign one), and names the episodes each held.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.atomic import write_text_atomic
+from pipeline.data import sha256_file
 
 INVENTORY = "inventory"
 QUARANTINE = "quarantine"
@@ -45,18 +45,10 @@ def record_path(data_file: Path) -> Path:
     return records_folder(data_file.parent) / f"{data_file.stem}.json"
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def record_file(written: Path, final: Path, episodes: Iterable[str]) -> None:
     """Account for ``written`` (a complete temporary) under the name it is about to get, ``final``."""
     record = FileRecord(rows=pq.read_metadata(written).num_rows, bytes=written.stat().st_size,
-                        sha256=sha256_of(written), episodes=sorted(episodes))
+                        sha256=sha256_file(written), episodes=sorted(episodes))
     write_text_atomic(record_path(final), record.model_dump_json())
 
 
@@ -112,7 +104,7 @@ def check_file(data_file: Path, *, thorough: bool) -> str | None:
         return "not a Parquet file (no footer)"
     if thorough:
         try:
-            digest = sha256_of(data_file)
+            digest = sha256_file(data_file)
         except OSError as exc:  # a bad sector, a permission
             return f"unreadable ({exc.strerror or exc})"
         if record is not None and digest != record.sha256:
