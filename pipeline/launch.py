@@ -66,7 +66,7 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
 def _quarantine_bad_files(sweep_dir: Path, console: Console) -> None:
     """Before resuming: a repair cut short finished, orphan rows dropped, bad or missing files out
     of the way and their episodes to run again. Files are checked by size, footer and record, not
-    hashed (``flowstate verify`` hashes), so that a resume of 100,000 files starts in seconds."""
+    hashed (``flowstate verify`` hashes every byte)."""
     finish_pending_repair(sweep_dir)
     verification = verify_sweep(sweep_dir, thorough=False)
     if verification.problems:

@@ -90,10 +90,9 @@ class Verification:
         return frozenset(e for p in self.problems for e in p.episodes)
 
 
-def check_file(data_file: Path, *, thorough: bool) -> str | None:
-    """Why ``data_file`` cannot be read as written (None: it can). ``thorough`` hashes it; otherwise
-    only its size and its Parquet footer are looked at (what readers can afford on every query)."""
-    record = read_record(data_file)
+def check_file(data_file: Path, record: FileRecord | None, *, thorough: bool) -> str | None:
+    """Why ``data_file`` cannot be read as its ``record`` says it was written (None: it can).
+    ``thorough`` hashes it; otherwise only its size and its Parquet footer are looked at."""
     try:
         size = data_file.stat().st_size
     except OSError:

@@ -45,12 +45,14 @@ def verify_sweep(sweep_dir: Path, *, thorough: bool = True) -> Verification:
         for partition in partitions:
             for path in partition.visible_files(done):
                 result.checked += 1
-                recorded = read_record(path) is not None
-                result.unrecorded += not recorded
-                reason = check_file(path, thorough=thorough) or (None if recorded else _foreign(path))
+                record = read_record(path)
+                result.unrecorded += record is None
+                is_part = path.name.startswith(PART_PREFIX)
+                unrecorded = record is None and (thorough or is_part)  # a resume reads parts' schemas only
+                reason = check_file(path, record, thorough=thorough) or (_foreign(path) if unrecorded else None)
                 if reason:
-                    result.problems.append(Problem(table, partition.directory.name, path,
-                                                   episodes_of(path, path.name.startswith(PART_PREFIX)), reason))
+                    result.problems.append(Problem(table, partition.directory.name, path, episodes_of(path, is_part),
+                                                   reason))
             result.problems += _missing(table, partition, done)
         present = {p.directory.name for p in partitions}
         for folder in sorted((sweep_dir / INVENTORY / table).glob("cell=*")):  # a whole partition folder gone
