@@ -162,6 +162,7 @@ class JobConfig(Strict):
     def to_resolved(self) -> dict[str, Any]:
         """Everything that defines the results (not how or where they are computed, nor what is compared)."""
         data = self.model_dump(mode="json", exclude=NOT_RESULTS)
+        data["benchmarks"] = [cell.identity() for cell in self.benchmarks]
         for role in _LATER_ROLES:
             if data.get(role) is None:
                 data.pop(role, None)

@@ -34,10 +34,14 @@ class BenchmarkCell(BaseModel):
 
     benchmark: str
     domain: str
+    # Options added after ids were first pinned: part of the identity only when set (not None), so
+    # every earlier cell keeps its id.
+    identity_when_set: ClassVar[frozenset[str]] = frozenset()
 
     def identity(self) -> dict[str, Any]:
         """What defines the cell's results (part of cell and episode ids)."""
-        return self.model_dump(mode="json")
+        dumped = self.model_dump(mode="json")
+        return {k: v for k, v in dumped.items() if v is not None or k not in self.identity_when_set}
 
 
 Aggregate = Literal["mean", "gated_mean", "ratio"]

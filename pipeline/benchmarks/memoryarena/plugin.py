@@ -1,10 +1,11 @@
-"""MemoryArena as a pipeline plug-in: formal reasoning (math, physics) and group travel end to end,
-graded as upstream grades (bundled shopping's grader is here; its store is part 2)."""
+"""MemoryArena as a pipeline plug-in: formal reasoning (math, physics), group travel and bundled
+shopping (WebShop's store over the product database) end to end, graded as upstream grades."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -14,6 +15,7 @@ from pipeline.benchmarks.memoryarena.data import (
     Config,
     FormalTask,
     MemoryArenaDataError,
+    ShoppingTask,
     Source,
     Task,
     TravelTask,
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
 FORMAL = ("formal_reasoning_math", "formal_reasoning_phys")
 DOMAIN_LABELS = {"bundled_shopping": "Shopping", "group_travel_planner": "Travel", "formal_reasoning_math": "Math",
                  "formal_reasoning_phys": "Physics"}
-RUNNABLE = (*FORMAL, "group_travel_planner")
+SHOPPING = "bundled_shopping"
 
 
 class MemoryArenaCell(BenchmarkCell):
@@ -63,6 +65,16 @@ class MemoryArenaCell(BenchmarkCell):
     # Upstream's limits on environment actions per subtask (the loop's own limit counts model calls).
     max_tool_steps: int = Field(default=30, gt=0)  # group travel: tool-using steps per traveller
     max_tool_rounds: int = Field(default=3, gt=0)  # formal reasoning: rounds of reasoning-tool calls
+    max_actions: int | None = Field(default=None, gt=0)  # shopping: actions per product step (None: upstream's 20)
+    identity_when_set: ClassVar[frozenset[str]] = frozenset({"max_actions"})
+
+
+def shopping_db(cell: MemoryArenaCell) -> Path:
+    """The product database a shopping cell's store serves: the examples' generated one, or the real one."""
+    from pipeline.benchmarks.memoryarena.shopping.generate import example_db
+    from pipeline.benchmarks.memoryarena.shopping.productdb import default_db_dir
+
+    return example_db() if cell.source == "examples" else default_db_dir()
 
 
 def _tasks(cell: MemoryArenaCell) -> list[Task]:
@@ -77,13 +89,24 @@ def _task(cell: MemoryArenaCell, task_id: str) -> Task:
 
 
 class ScriptedJudge:
-    """TEST FIXTURE: the formal judge that says yes exactly when the answer equals the ground truth."""
+    """TEST FIXTURE: the formal judge that says yes exactly when the answer equals the ground truth;
+    as the shopping attribute judge, it says an attribute is there when the name contains it."""
 
     async def complete(self, messages: Any, *, json_schema: Any = None) -> Completion:
+        if messages[0].content == prompts()["bundled_shopping"]["attribute_judge_system"]:
+            return Completion(text=_attribute_verdicts(messages[-1].content), model="scripted-judge")
         text = messages[-1].content
         response = text.split("Expression 1: ", 1)[1].split("\n            Expression 2: ", 1)[0]
         truth = text.split("Expression 2: ", 1)[1].split("\n\n            Respond only", 1)[0]
         return Completion(text="yes" if response.strip() == truth.strip() else "no", model="scripted-judge")
+
+
+def _attribute_verdicts(prompt: str) -> str:
+    name = prompt.split("Product name:\n", 1)[1].split("\n\nAttributes:\n", 1)[0]
+    lines = prompt.split("\n\nAttributes:\n", 1)[1].split("\n\nReturn JSON:", 1)[0].splitlines()
+    attributes = [line[2:] for line in lines if line.startswith("- ")]
+    verdicts = [{"attribute": a, "has_attribute": scoring.string_matches([a], name) == 1} for a in attributes]
+    return json.dumps({"matches": verdicts})
 
 
 class MemoryArena(Benchmark):
@@ -111,6 +134,8 @@ class MemoryArena(Benchmark):
         MetricSpec(name="env_reward", label="env reward", aggregate="ratio", numerator="env_passed",
                    denominator="ps_denominator", description="travel: share of travellers whose own output "
                                                              "passes upstream's live seven-slot check"),
+        MetricSpec(name="avg_reward", label="soft reward", description="shopping: mean soft reward over the steps "
+                                                                       "(upstream's average_reward)"),
     )
 
     def task_ids(self, cell: MemoryArenaCell) -> list[str]:  # type: ignore[override]
@@ -133,12 +158,14 @@ class MemoryArena(Benchmark):
         if cell.domain == "group_travel_planner":
             sums["memoryarena/travel_tools.json"] = sha256_file(root / "travel_tools.json")
             sums.update(travel_checksums())
+        if cell.domain == SHOPPING:
+            from pipeline.benchmarks.memoryarena.shopping.store import db_checksums
+
+            folder = "example_product_db" if cell.source == "examples" else "product_db"
+            sums.update({f"memoryarena/{folder}/{name}": s for name, s in db_checksums(shopping_db(cell)).items()})
         return sums
 
     def check_roles(self, cell: MemoryArenaCell, roles: dict[str, Any]) -> None:  # type: ignore[override]
-        if cell.domain not in RUNNABLE:
-            raise ValueError(f"memoryarena {cell.domain}: its store (WebShop over the product database) is not here "
-                             "yet; `flowstate memoryarena grade` grades its purchases")
         if cell.domain in FORMAL and roles.get("judge", "none") == "none":
             raise ValueError(f"memoryarena {cell.domain} judges every answer: name a judge (a model, or `scripted`)")
 
@@ -147,20 +174,32 @@ class MemoryArena(Benchmark):
         prompts()
         if cell.domain == "group_travel_planner":
             travel_db()
+        if cell.domain == SHOPPING:  # starts loading the node's store while the first episodes begin
+            from pipeline.benchmarks.memoryarena.shopping.store import store_for
+
+            store_for(shopping_db(cell))
 
     def episode_roles(self, cell: MemoryArenaCell) -> frozenset[str]:  # type: ignore[override]
+        if cell.domain == SHOPPING:  # the attribute judge (LLM mode) where the job names one
+            return frozenset({"judge"})
         return frozenset({"judge", "tool_model"}) if cell.domain in FORMAL else frozenset()
 
     def task_prompt(self, cell: MemoryArenaCell, task_id: str) -> TaskPrompt:  # type: ignore[override]
         if cell.domain in FORMAL:
             p = prompts()["formal_reasoning"]
             return TaskPrompt(task_policy=p["agent_system_prompt"], available_tools=json.dumps(p["reasoning_tool_schema"]))
+        if cell.domain == SHOPPING:
+            from pipeline.benchmarks.memoryarena.shopping.episode import task_policy, tools_text
+
+            return TaskPrompt(task_policy=task_policy(), available_tools=tools_text())
         tools = "\n".join(json.dumps(t, ensure_ascii=False) for t in travel_tool_schemas()["tools"])
         return TaskPrompt(task_policy=prompts()["group_travel_planner"]["system_prompt"], available_tools=tools)
 
     def tool_names(self, cell: MemoryArenaCell, task_id: str) -> list[str]:  # type: ignore[override]
         if cell.domain in FORMAL:
             return ["reasoning"]
+        if cell.domain == SHOPPING:
+            return ["search", "click"]
         return [t["function"]["name"] for t in travel_tool_schemas()["tools"]]
 
     async def environment(self, cell: MemoryArenaCell, task_id: str,  # type: ignore[override]
@@ -168,6 +207,11 @@ class MemoryArena(Benchmark):
         task = _task(cell, task_id)
         if isinstance(task, FormalTask):
             return FormalEpisode(task, callers.tool_model, max_tool_rounds=cell.max_tool_rounds)
+        if isinstance(task, ShoppingTask):
+            from pipeline.benchmarks.memoryarena.shopping.episode import MAX_ACTIONS, ShoppingEpisode
+            from pipeline.benchmarks.memoryarena.shopping.store import store_for
+
+            return ShoppingEpisode(task, store_for(shopping_db(cell)), max_actions=cell.max_actions or MAX_ACTIONS)
         assert isinstance(task, TravelTask)
         return TravelEpisode(task, travel_db(), max_tool_steps=cell.max_tool_steps)
 
@@ -182,11 +226,15 @@ class MemoryArena(Benchmark):
         answers = final_responses(record.transcript, len(task.questions))
         if isinstance(task, FormalTask):
             return await _grade_formal(task, answers, judge)
+        if isinstance(task, ShoppingTask):
+            return await _grade_shopping(task, record, shopping_db(cell), judge)
         assert isinstance(task, TravelTask)
         return _grade_travel(task, answers)
 
     def expected_calls(self, cell: MemoryArenaCell, task_id: str) -> tuple[float, float]:  # type: ignore[override]
         subtasks = len(_task(cell, task_id).questions)
+        if cell.domain == SHOPPING:
+            return 6.0 * subtasks, 0.0
         return (3.0 * subtasks, 2.0 * subtasks) if cell.domain in FORMAL else (12.0 * subtasks, 0.0)
 
     def domain_label(self, domain: str) -> str:
@@ -199,8 +247,15 @@ class MemoryArena(Benchmark):
     def oracle(self, spec: EpisodeSpec, method: MethodPlugin) -> Policy:
         from pipeline.benchmarks.memoryarena.oracle import MemoryArenaOracle
 
-        options = spec.cell.method
-        return MemoryArenaOracle(_task(spec.cell.benchmark, spec.task_id), method.uses(options), options.protocol)
+        options, cell = spec.cell.method, spec.cell.benchmark
+        task = _task(cell, spec.task_id)
+        names: dict[str, str] = {}
+        if isinstance(task, ShoppingTask):
+            from pipeline.benchmarks.memoryarena.shopping.store import product_names
+
+            found = product_names(shopping_db(cell), {a.target_asin for a in task.answers})
+            names = {asin: n.db_name for asin, n in found.items() if n.db_name}
+        return MemoryArenaOracle(task, method.uses(options), options.protocol, names)
 
     def add_commands(self, cli: CliHooks) -> None:
         from pipeline.benchmarks.memoryarena.cli import add_commands
@@ -221,6 +276,20 @@ async def _grade_formal(task: FormalTask, answers: list[str | None], judge: Poli
     return Grade(reward=result.progress, success=result.solved, basis="memoryarena: judge yes/no per subtask",
                  metrics={"ps_numerator": result.progress, "ps_denominator": 1.0},
                  requests=[RequestGrade(request=s.index, correct=s.correct, score=float(s.correct))
+                           for s in result.subtasks],
+                 detail_json=result.model_dump_json())
+
+
+async def _grade_shopping(task: ShoppingTask, record: EpisodeRecord, db: Path, judge: Policy | None) -> Grade:
+    from pipeline.benchmarks.memoryarena.shopping.grading import grade_episode
+
+    result = await grade_episode(task, record.transcript, db, judge)
+    rewards = [s.reward for s in result.subtasks]
+    mode = "attribute judge" if judge is not None else "string-matched attributes"
+    return Grade(reward=result.progress, success=result.solved, basis=f"memoryarena: purchases, {mode}",
+                 metrics={"ps_numerator": result.progress, "ps_denominator": 1.0,
+                          "avg_reward": sum(rewards) / len(rewards)},
+                 requests=[RequestGrade(request=s.index, correct=s.success, score=s.reward, reason=s.reason)
                            for s in result.subtasks],
                  detail_json=result.model_dump_json())
 
