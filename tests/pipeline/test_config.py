@@ -45,7 +45,7 @@ EVERY = BOTH | {"flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipac
 
 @pytest.mark.parametrize(("name", "cells", "episodes", "methods"), [
     ("oracle.yaml", 4, 328, BOTH), ("paper-taubench.yaml", 4, 328, BOTH), ("smoke.yaml", 4, 4, BOTH),
-    ("oracle-memoryarena.yaml", 30, 120, EVERY), ("smoke-memoryarena.yaml", 4, 4, BOTH),
+    ("oracle-memoryarena.yaml", 40, 150, EVERY), ("smoke-memoryarena.yaml", 6, 6, BOTH),
     ("taubench-methods.yaml", 18, 1476, EVERY), ("smoke-methods.yaml", 9, 9, EVERY),
 ])
 def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, methods, monkeypatch):
@@ -61,8 +61,8 @@ def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, methods, 
 
 # The paper's MemoryArena jobs read the dataset users fetch: checked here up to their cells.
 PAPER_MEMORYARENA = {
-    "paper-memoryarena.yaml": ({"group_travel_planner", "formal_reasoning_math", "formal_reasoning_phys"},
-                               EVERY, 1, "full_context"),
+    "paper-memoryarena.yaml": ({"bundled_shopping", "group_travel_planner", "formal_reasoning_math",
+                                "formal_reasoning_phys"}, EVERY, 1, "full_context"),
     "paper-ablations.yaml": ({"group_travel_planner"}, {"flowstate", "flowstate_no_psa", "flowstate_no_isu"}, 1,
                              "flowstate"),
     "paper-models.yaml": ({"formal_reasoning_math", "formal_reasoning_phys"}, {"flowstate", "full_context"}, 3,

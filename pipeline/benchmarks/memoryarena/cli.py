@@ -1,4 +1,5 @@
-"""`flowstate memoryarena grade|subtasks|travel-tool` (CONTRACT §8–9) and `flowstate data fetch memoryarena`."""
+"""`flowstate memoryarena grade|subtasks|travel-tool` (CONTRACT §8–9), `check-db` and `make-db` (the
+shopping store's product database), and `flowstate data fetch memoryarena`."""
 
 from __future__ import annotations
 
@@ -76,6 +77,43 @@ def _fetch(args: argparse.Namespace) -> int:
           f"{len(report.already_present)} already present and verified")
     for config, (expected, actual) in report.accepted.items():
         print(f"  {config}: accepted a new SHA-256 {actual} (pinned: {expected}); recorded in {report.accepted_file}")
+    if args.with_shopping_db:
+        from pipeline.benchmarks.memoryarena.shopping.fetch_db import HUB, fetch_product_db
+
+        try:
+            db = fetch_product_db(args.data_dir, hub=args.hub_url or HUB)
+        except BenchmarkDataError as exc:
+            raise CliError(str(exc)) from None
+        print(f"product database in {db.folder} (commit {db.revision[:12]}): {len(db.downloaded)} files downloaded "
+              f"({db.bytes / 1e6:,.1f} MB), {len(db.already_present)} already present and verified")
+    return 0
+
+
+def _check_db(args: argparse.Namespace) -> int:
+    from pipeline.benchmarks.memoryarena.shopping.checkdb import check_db
+    from pipeline.benchmarks.memoryarena.shopping.productdb import ProductDbError
+
+    try:
+        found = check_db(args.dir)
+    except ProductDbError as exc:
+        raise CliError(str(exc)) from None
+    print(f"{args.dir}: {found.products:,} products ({found.with_attributes:,} with attributes), {found.chains} "
+          f"category chains, {found.catalog_entries:,} catalogue entries in {found.catalog_files} files, "
+          f"{found.bytes / 1e6:,.1f} MB: usable")
+    for warning in found.warnings:
+        print(f"  warning: {warning}")
+    return 0
+
+
+def _make_db(args: argparse.Namespace) -> int:
+    from pipeline.benchmarks.memoryarena.shopping.generate import write_product_db
+    from pipeline.benchmarks.memoryarena.shopping.productdb import ProductDbError
+
+    try:
+        count = write_product_db(args.out, args.products, seed=args.seed)
+    except ProductDbError as exc:
+        raise CliError(str(exc)) from None
+    print(f"{count:,} made-up products (the examples' catalogue and {args.products:,} generated) -> {args.out}")
     return 0
 
 
@@ -101,9 +139,20 @@ def add_commands(cli: CliHooks) -> None:
     tool.add_argument("--calls", type=Path, required=True, help='CALLS.json: [{"name": ..., "arguments": {...}}]')
     tool.add_argument("--out", type=Path, required=True)
     tool.set_defaults(handler=_travel_tool)
+    check = group.add_parser("check-db", help="check a shopping product database's files before a sweep")
+    check.add_argument("dir", type=Path, help="the database folder (items_shuffle.json, items_ins_v2.json, ...)")
+    check.set_defaults(handler=_check_db)
+    make = group.add_parser("make-db", help="write a made-up product database in the real files' format")
+    make.add_argument("--out", type=Path, required=True)
+    make.add_argument("--products", type=int, default=1000, help="generated products beside the examples' 90")
+    make.add_argument("--seed", type=int, default=0)
+    make.set_defaults(handler=_make_db)
 
     fetch = cli.add_fetch("memoryarena", help=f"MemoryArena task files from Hugging Face ({', '.join(envs)})")
     fetch.add_argument("--base-url", default=None, help="mirror of the dataset at the pinned revision")
     fetch.add_argument("--accept-new-checksums", action="store_true",
                        help="accept files whose SHA-256 differs from the pinned (third-party) values, and record them")
+    fetch.add_argument("--with-shopping-db", action="store_true",
+                       help="also the shopping store's product database (ai-hyz/MemoryArena-product-db, several GB)")
+    fetch.add_argument("--hub-url", default=None, help="the Hugging Face Hub (or a mirror) for the product database")
     fetch.set_defaults(handler=_fetch)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pipeline.atomic import write_json_atomic
 from pipeline.benchmarks.memoryarena.shopping.productdb import (
@@ -145,21 +145,50 @@ class LocalStore:
 
 
 class NodeStoreClient:
-    """The node's store actor, asked without blocking the episode's event loop."""
+    """The node's store actor, asked without blocking the episode's event loop.
 
-    def __init__(self, handle: object) -> None:
-        self.handle = handle
+    Every process keeps its handle (a Ray actor nobody holds a handle to is destroyed); the actor
+    lives as long as the process that created it, so when that one goes (a replaced episode actor, the
+    end of a sweep) the next call finds it gone and starts a fresh one on the node.
+    """
+
+    def __init__(self, db_dir: Path, version: str) -> None:
+        self.db_dir, self.version = db_dir, version
+
+    async def _call(self, method: str, argument: str) -> Any:
+        from ray.exceptions import RayActorError
+
+        try:
+            return await getattr(_node_actor(self.db_dir, self.version), method).remote(argument)
+        except RayActorError:
+            return await getattr(_node_actor(self.db_dir, self.version, fresh=True), method).remote(argument)
 
     async def search(self, keywords: str) -> list[Hit]:
-        return await self.handle.search.remote(keywords)  # type: ignore[attr-defined]
+        return await self._call("search", keywords)  # type: ignore[no-any-return]
 
     async def product(self, asin: str) -> Product | None:
-        return await self.handle.product.remote(asin)  # type: ignore[attr-defined]
+        return await self._call("product", asin)  # type: ignore[no-any-return]
 
 
 @cache
 def _local(db_dir: Path, version: str) -> ProductStore:
     return ProductStore.open(db_dir)
+
+
+_actors: dict[tuple[Path, str], Any] = {}
+
+
+def _node_actor(db_dir: Path, version: str, *, fresh: bool = False) -> Any:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    key = (db_dir, version)
+    if fresh or key not in _actors:
+        node = ray.get_runtime_context().get_node_id()
+        _actors[key] = _node_store_class().options(
+            name=f"flowstate-shopping-{version[:12]}-{node[:12]}", get_if_exists=True, num_cpus=0, max_concurrency=4,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)).remote(str(db_dir))
+    return _actors[key]
 
 
 def store_for(db_dir: Path) -> StoreClient:
@@ -169,16 +198,11 @@ def store_for(db_dir: Path) -> StoreClient:
     items = db_dir / ITEMS
     if not items.is_file():
         raise ProductDbError(f"product database {db_dir} has no {ITEMS}")
-    version = cached_sha256(items)
+    version, db_dir = cached_sha256(items), db_dir.resolve()
     if not ray.is_initialized():
-        return LocalStore(_local(db_dir.resolve(), version))
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    node = ray.get_runtime_context().get_node_id()
-    actor = _node_store_class().options(
-        name=f"flowstate-shopping-{version[:12]}-{node[:12]}", get_if_exists=True, num_cpus=0, max_concurrency=4,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False))
-    return NodeStoreClient(actor.remote(str(db_dir.resolve())))
+        return LocalStore(_local(db_dir, version))
+    _node_actor(db_dir, version)
+    return NodeStoreClient(db_dir, version)
 
 
 @cache

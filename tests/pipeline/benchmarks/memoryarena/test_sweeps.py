@@ -1,6 +1,7 @@
 """MemoryArena through the whole pipeline: the oracle sweep on the synthetic examples (SR = PS = 1 for
 every method, resume, Parquet, SQL, the report's tables and Figure 4, MLflow) and the embedded default
-(SmolLM2 on llama.cpp as agent, judge and tool model) on one math and one two-traveller travel task."""
+(SmolLM2 on llama.cpp as agent, judge and tool model) on one math task, one two-traveller travel task
+and one shopping task in the store."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ pytestmark = pytest.mark.slow
 ORACLE_JOB = REPO_ROOT / "jobs" / "oracle-memoryarena.yaml"
 METHODS = {"flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipact-separate",
            "zipact_bm25", "reasoningbank", "mem0"}
-TASKS = {"formal_reasoning_math": 4, "formal_reasoning_phys": 3, "group_travel_planner": 5}
-SUBTASKS = {"formal_reasoning_math": 12, "formal_reasoning_phys": 10, "group_travel_planner": 13}
+TASKS = {"bundled_shopping": 3, "formal_reasoning_math": 4, "formal_reasoning_phys": 3, "group_travel_planner": 5}
+SUBTASKS = {"bundled_shopping": 18, "formal_reasoning_math": 12, "formal_reasoning_phys": 10, "group_travel_planner": 13}
 
 
 def rows(sweep: Path, table: str, sql: str) -> list[tuple]:
@@ -54,6 +55,10 @@ def test_the_oracle_solves_every_subtask_with_every_method(oracle_sweep) -> None
     tools = dict(rows(result.sweep_dir, "steps", "SELECT domain, count(*) FILTER (WHERE len(tool_calls) > 0) "
                                                  "FROM {T} GROUP BY domain"))
     assert tools["group_travel_planner"] > 0
+    # shopping: per product step a search, a click on the target and Buy Now, each bought from the store
+    assert tools["bundled_shopping"] == 3 * SUBTASKS["bundled_shopping"] * len(METHODS)
+    assert rows(result.sweep_dir, "request_outcomes", "SELECT DISTINCT reason FROM {T} "
+                                                      "WHERE domain = 'bundled_shopping'") == [("asin_match",)]
     assert tools["formal_reasoning_math"] == TASKS["formal_reasoning_math"] * len(METHODS)
     assert rows(result.sweep_dir, "messages", "SELECT count(*) FROM {T} WHERE caller = 'tool_model'") == [
         ((TASKS["formal_reasoning_math"] + TASKS["formal_reasoning_phys"]) * len(METHODS),)]
@@ -80,8 +85,9 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
     assert scores[("formal_reasoning_math", "flowstate", "sPS")] is None  # undefined outside travel: NULL, not 0
     assert main(["query", "depth_accuracy", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
     depth = json.loads(capsys.readouterr().out)
-    assert {r["domain"] for r in depth} == {"formal_reasoning", "group_travel_planner"}  # math and physics pooled
-    assert {r["acc_k"] for r in depth} == {100.0} and max(r["k"] for r in depth) == 4
+    # math and physics pooled
+    assert {r["domain"] for r in depth} == {"bundled_shopping", "formal_reasoning", "group_travel_planner"}
+    assert {r["acc_k"] for r in depth} == {100.0} and max(r["k"] for r in depth) == 6
 
     # Every memory method retrieved once per subtask and stored upstream's entries (the initial
     # memory, then one per subtask); BM25 keeps at most 3 pieces, ReasoningBank 5 records
@@ -98,8 +104,13 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
     assert main(["query", "memory_writes", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
     writes = json.loads(capsys.readouterr().out)
     assert {r["method"] for r in writes} == {"reasoningbank", "mem0"}
-    assert {(r["method"], r["status"], r["items"]) for r in writes} == {("reasoningbank", "success", 1), ("mem0", None, 1)}
-    assert all(r["titles"] and r["titles"][0] for r in writes)
+    assert {(r["method"], r["status"]) for r in writes} == {("reasoningbank", "success"), ("mem0", None)}
+    assert {r["items"] for r in writes if r["method"] == "reasoningbank" or r["domain"] != "bundled_shopping"} == {1}
+    # shopping stores one entry per action, and an action's entry mostly repeats its step's instruction:
+    # Mem0 adds nothing for an entry the fixture's update finds it already holds
+    shop = [r["items"] for r in writes if r["method"] == "mem0" and r["domain"] == "bundled_shopping"]
+    assert len(shop) == 3 * SUBTASKS["bundled_shopping"] and set(shop) == {0, 1}
+    assert all(r["titles"] and r["titles"][0] for r in writes if r["items"])
 
     # their own model calls, per request: ReasoningBank judges and extracts (2 per entry); all embed
     assert main(["query", "method_calls", "--runs", str(result.sweep_dir), "--format", "json"]) == 0
@@ -124,8 +135,9 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
     assert main(["report", str(result.sweep_dir), "--out", str(report)]) == 0
     text = report.read_text()
     assert "## Table 1: results per environment" in text and "baseline: `full_context`" in text
-    header = next(line for line in text.splitlines() if line.startswith("| Model | Method | Math SR"))
-    assert "| Physics SR | Physics PS |" in header and "| Travel sPS | Travel #Tok |" in header
+    header = next(line for line in text.splitlines() if line.startswith("| Model | Method | Shopping SR"))
+    assert "| Math SR | Math PS |" in header and "| Physics SR | Physics PS |" in header
+    assert "| Travel sPS | Travel #Tok |" in header
     assert "| oracle | Δ flowstate vs. full_context | +0.0 | +0.0 |" in text
     assert "## Table 4: depth retention" in text and (tmp_path / "report_fig4_depth.png").is_file()
 
