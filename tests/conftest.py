@@ -29,6 +29,14 @@ def mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return uri
 
 
+@pytest.fixture(scope="session", autouse=True)
+def flowstate_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Derived files (search indexes, generated databases) in the session's own cache, not ~/.cache."""
+    path = tmp_path_factory.mktemp("cache")
+    os.environ["FLOWSTATE_CACHE"] = str(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[None]:
     """A real local Ray instance for the whole test session (starting Ray costs ~5 s)."""

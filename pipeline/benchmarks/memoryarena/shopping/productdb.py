@@ -197,6 +197,8 @@ def product_from_record(raw: dict[str, Any]) -> Product:
     bullet_points = tuple(_text(b) for b in bullets) if isinstance(bullets, list) else (_text(bullets),)
     rating = raw.get("average_rating")
     name = raw.get("name") or raw.get("title") or raw.get("small_description")
+    if isinstance(name, list):  # bullet points: their text
+        name = " ".join(_text(b) for b in name)
     return Product(asin=str(raw["asin"]), title=_text(raw.get("name")), description=_text(raw.get("full_description")),
                    bullet_points=bullet_points, price_tag=_price(raw.get("pricing")),
                    rating=str(rating) if rating else "N.A.", options=_options(raw.get("customization_options")),
