@@ -52,14 +52,20 @@ def catalog_file_name(category: str) -> str | None:
     return f"{_slug(segments[0])}_{_slug(segments[1])}.json"
 
 
+_FILLER = tuple(f"{a}{b}" for a in ("lo", "ra", "ve", "ki", "mu", "ta", "se", "po") for b in ("ne", "ris", "dam", "tol",
+                                                                                         "vex", "sun", "ba", "gor"))
+
+
 def _record(asin: str, name: str, category: str, pricing: str, rating: float, rng: random.Random,
-            options: dict[str, list[str]]) -> dict[str, Any]:
+            options: dict[str, list[str]], description_words: int = 0) -> dict[str, Any]:
     top = category.split("\u203a")[0].strip().lower()
     words = name.split(",")[0]
+    filler = " ".join(rng.choice(_FILLER) for _ in range(description_words))
     return {
         "asin": asin, "name": name, "category": top.split(" ")[0], "query": words.lower(),
         "product_category": category, "pricing": pricing, "average_rating": rating,
-        "full_description": f"{name}. Made up for tests: {words.lower()} with a {rng.choice(_TRAITS).lower()} finish.",
+        "full_description": f"{name}. Made up for tests: {words.lower()} with a {rng.choice(_TRAITS).lower()} finish."
+                            + (f" {filler}" if filler else ""),
         "small_description": [f"{words} you can rely on", f"Rated {rating} by invented shoppers"],
         "images": [f"https://example.invalid/images/{asin}.jpg"],
         "customization_options": {k: [{"value": v, "image": None} for v in vs] for k, vs in options.items()},
@@ -71,9 +77,10 @@ def _attributes(name: str) -> list[str]:
     return [part.strip().lower() for part in name.split(",")[1:] if part.strip()][:3]
 
 
-def synthetic_records(extra: int, seed: int = 0, data_dir: Path | None = None) -> tuple[list[dict[str, Any]],
-                                                                                         list[ShoppingTask]]:
-    """The example catalogue's products as WebShop records, then ``extra`` generated ones."""
+def synthetic_records(extra: int, seed: int = 0, data_dir: Path | None = None, description_words: int = 0,
+                      ) -> tuple[list[dict[str, Any]], list[ShoppingTask]]:
+    """The example catalogue's products as WebShop records, then ``extra`` generated ones (their
+    descriptions padded with ``description_words`` made-up words, for realistic sizes)."""
     root = data_root(data_dir)
     try:
         catalogue = json.loads((root / "examples" / CATALOG).read_text(encoding="utf-8"))["products"]
@@ -93,13 +100,14 @@ def synthetic_records(extra: int, seed: int = 0, data_dir: Path | None = None) -
         low = rng.randint(5, 400) + rng.choice((0.0, 0.49, 0.99))
         pricing = f"${low:.2f}" if rng.random() < 0.8 else f"${low:.2f} - ${low + rng.randint(5, 60):.2f}"
         records.append(_record(f"B0G{n:07d}", name, rng.choice(_CATEGORIES), pricing, round(rng.uniform(2.5, 5.0), 1),
-                               rng, options))
+                               rng, options, description_words))
     return records, tasks
 
 
-def write_product_db(out: Path, extra: int = 1000, seed: int = 0, data_dir: Path | None = None) -> int:
+def write_product_db(out: Path, extra: int = 1000, seed: int = 0, data_dir: Path | None = None,
+                     description_words: int = 0) -> int:
     """Write a database to ``out``; returns the number of products."""
-    records, tasks = synthetic_records(extra, seed, data_dir)
+    records, tasks = synthetic_records(extra, seed, data_dir, description_words)
     by_asin = {r["asin"]: r for r in records}
     out.mkdir(parents=True, exist_ok=True)
     with_items = "[\n" + ",\n".join(json.dumps(r, ensure_ascii=False, sort_keys=True) for r in records) + "\n]\n"

@@ -153,14 +153,17 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
             assert run.data.metrics["vs_baseline.d_SR"] == 0.0
 
 
-def test_the_embedded_default_runs_math_and_travel_on_a_real_model(ray_local, tmp_path: Path) -> None:
+def test_the_embedded_default_runs_math_travel_and_shopping_on_a_real_model(ray_local, tmp_path: Path) -> None:
     """jobs/smoke-memoryarena.yaml as shipped: SmolLM2 is the agent, the judge and the tool model."""
     require_llamacpp()
     result = run_sweep(REPO_ROOT / "jobs" / "smoke-memoryarena.yaml", out=tmp_path / "runs")
-    assert (result.completed + result.grading_failed, result.failed) == (4, 0)
+    assert (result.completed + result.grading_failed, result.failed) == (6, 0)
     assert rows(result.sweep_dir, "episodes", "SELECT domain, count(*), min(n_requests) FROM {T} "
                                               "GROUP BY domain ORDER BY domain") == [
-        ("formal_reasoning_math", 2, 2), ("group_travel_planner", 2, 2)]  # both subtasks / travellers ran
+        ("bundled_shopping", 2, 6), ("formal_reasoning_math", 2, 2), ("group_travel_planner", 2, 2)]
+    # every product step ran in the store and was graded on its own (capped at one action: no purchase)
+    assert rows(result.sweep_dir, "request_outcomes", "SELECT count(*), count(*) FILTER (WHERE NOT correct) FROM {T} "
+                                                      "WHERE domain = 'bundled_shopping'") == [(12, 12)]
     calls = dict(rows(result.sweep_dir, "messages", "SELECT caller, count(*) FILTER (WHERE prompt_tokens > 0) "
                                                     "FROM {T} GROUP BY caller"))
     assert calls["agent"] > 0 and calls["judge"] == 4  # each math subtask judged once, per method
