@@ -169,3 +169,18 @@ def test_a_name_the_database_lacks_comes_from_the_pages() -> None:
     assert name_from_pages(pages, "B0SYNA0102") is None  # only a price after it, and nothing beside it
     assert name_from_pages(pages, "B0SYNA0103") == "bought : Blue Bowl"  # the segment without the ASIN
     assert name_from_pages(pages, "B0SYNA0999") is None
+
+
+def test_a_database_in_another_format_stops_the_sweep_before_it_starts(tmp_path, monkeypatch) -> None:
+    from pipeline.benchmarks.memoryarena import plugin
+    from pipeline.benchmarks.memoryarena.shopping.productdb import ProductDbError
+    from tests.pipeline.benchmarks.memoryarena.test_shopping_store import record, write_db
+
+    db = write_db(tmp_path / "db", [record("B1", "x")])
+    (db / "items_shuffle.json").write_text('{"products": []}')
+    monkeypatch.setattr(plugin, "shopping_db", lambda cell: db)
+    with pytest.raises(ProductDbError, match=r"items_shuffle.json: expected '\['"):
+        MEMORYARENA.data_checksums(CELL)
+    (db / "domain_data.json").unlink()
+    with pytest.raises(ProductDbError, match="lacks domain_data.json.*--with-shopping-db"):
+        MEMORYARENA.data_checksums(CELL)
