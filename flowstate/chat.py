@@ -38,6 +38,8 @@ class TokenUsage(BaseModel):
     cached_tokens: int | None = None
     # A labelled estimate where the engine reports no cache figure (see pipeline.llm).
     cached_tokens_estimate: int | None = None
+    # True when no server counted these tokens and a tokenizer did (scripted fixtures).
+    counted: bool = False
 
 
 class Completion(BaseModel):

@@ -111,6 +111,7 @@ class StepRunner:
             completion_tokens=usage.completion_tokens,
             cached_tokens=usage.cached_tokens,
             cached_tokens_estimate=usage.cached_tokens_estimate,
+            tokens_counted=usage.counted,
             latency_s=completion.latency_s,
             finish_reason=completion.finish_reason,
             served_model=completion.model,

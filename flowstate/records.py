@@ -38,6 +38,7 @@ class StepRecord(StepEffects):
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     cached_tokens_estimate: int | None = None
+    tokens_counted: bool = False  # counted by a tokenizer, not reported by a server
     latency_s: float = 0.0
     finish_reason: str | None = None
     # Which model and server answered (for per-deployment latency and cache analysis).

@@ -93,7 +93,7 @@ class EpisodeWorker:
     def __init__(self, job: JobConfig, sweep_dir: Path, deployments: Mapping[str, Deployment], code_version: str) -> None:
         self.job = job
         self.sweep_dir = Path(sweep_dir)
-        self.models = EpisodeModels(deployments)
+        self.models = EpisodeModels(deployments, count_tokens=job.analysis.count_tokens)
         self.code_version = code_version
         self.meter = Meter()
         preload(job)

@@ -88,6 +88,9 @@ class Analysis(Strict):
 
     # The method (label, or name when one label has it) the others are compared with; None: no Δ.
     baseline: str | None = None
+    # A tokenizer that counts the tokens of calls no server counts (scripted fixtures, e.g. the
+    # oracle), labelled as counted: `smollm2` (the embedded model's) or a GGUF file's path.
+    count_tokens: str | None = None
 
 
 # Fields that do not define results (left out of the sweep id), and roles added after the first

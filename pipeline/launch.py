@@ -84,6 +84,10 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
         forget_episodes(plan.sweep_dir, plan.retry)  # their new rows, not the failures, are what readers see
         console.print(f"retrying {len(plan.retry)} episodes recorded as infrastructure failures by an earlier run")
     sweep, sweep_dir = plan.sweep, plan.sweep_dir
+    if sweep.job.analysis.count_tokens and plan.todo:  # a tokenizer that cannot load fails here, not per episode
+        from pipeline.llm.tokenizer import chat_tokenizer
+
+        chat_tokenizer(sweep.job.analysis.count_tokens)
     console.print(f"sweep {sweep.sweep_id}: {len(sweep.cells)} cells, {len(sweep.episodes)} episodes, "
                   f"{len(plan.done)} already done, {len(plan.todo)} to run -> {sweep_dir}")
     started_at = datetime.now(UTC)

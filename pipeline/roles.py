@@ -30,8 +30,9 @@ def sampling_params(sampling: Sampling, engine: str, seed: int | None) -> Sampli
 class EpisodeModels:
     """Resolves the roles of one episode to callers."""
 
-    def __init__(self, deployments: Mapping[str, Deployment]) -> None:
+    def __init__(self, deployments: Mapping[str, Deployment], *, count_tokens: str | None = None) -> None:
         self.deployments = deployments
+        self.count_tokens = count_tokens  # the tokenizer counting scripted fixtures' tokens (analysis)
 
     def use(self, spec: EpisodeSpec, role: Role) -> ModelUse | str:
         """The job's setting for a role of this episode ("scripted"/"none" for fixtures and absent roles)."""
@@ -50,7 +51,12 @@ class EpisodeModels:
             return None
         deployment = self.deployments[use.deployment]
         engine = deployment.describe()["engine"]
-        return deployment.policy(spec.episode_id, role, sampling_params(use.sampling, engine, spec.seed), context=spec)
+        policy = deployment.policy(spec.episode_id, role, sampling_params(use.sampling, engine, spec.seed), context=spec)
+        if self.count_tokens and engine == "scripted":
+            from pipeline.llm.tokenizer import CountingPolicy, chat_tokenizer
+
+            policy = CountingPolicy(policy, chat_tokenizer(self.count_tokens))
+        return policy
 
     def agent_prompt_tokens(self, spec: EpisodeSpec) -> int | None:
         """What the agent's context window leaves for a prompt, where its deployment states a length."""

@@ -14,6 +14,8 @@
 --                       prompt + completion tokens of the user simulator, the judge and the tool
 --                       model: reported beside #Tok, never in it
 --   embeddings_tokens   input tokens of the embeddings calls (beside #Tok)
+--   tokens_counted      true where a tokenizer counted #Tok because no server did (model-free
+--                       episodes, e.g. the oracle, with analysis.count_tokens): counted, not served
 -- Population: finished episodes (all but infrastructure failures). NULL where nothing was reported.
 -- Parameters: none.
 SELECT benchmark, domain, method, model,
@@ -32,7 +34,8 @@ SELECT benchmark, domain, method, model,
        sum(user_simulator_prompt_tokens + user_simulator_completion_tokens)::BIGINT AS user_tokens,
        sum(judge_prompt_tokens + judge_completion_tokens)::BIGINT AS judge_tokens,
        sum(tool_model_prompt_tokens + tool_model_completion_tokens)::BIGINT AS tool_model_tokens,
-       sum(embeddings_tokens)::BIGINT AS embeddings_tokens
+       sum(embeddings_tokens)::BIGINT AS embeddings_tokens,
+       coalesce(bool_or(tokens_counted), false) AS tokens_counted
 FROM finished
 GROUP BY ALL
 ORDER BY benchmark, domain, model, method;

@@ -28,6 +28,7 @@ from pipeline.store.files import broken_files, sweep_dirs
 Row = dict[str, Any]
 Key = tuple[str, str, str, str]
 TOKENS = "tokens"
+COUNTED = "†"  # marks a #Tok a tokenizer counted
 
 
 class Report(BaseModel):
@@ -76,8 +77,11 @@ class Scores:
                 pairs = self.headline.setdefault(r["benchmark"], [])
                 if (r["metric"], r["label"]) not in pairs:
                     pairs.append((r["metric"], r["label"]))
+        self.counted: set[Key] = set()  # cells whose #Tok a tokenizer counted (no server reported it)
         for r in tokens:
             self.value[_key(r)][TOKENS] = r["tokens"]
+            if r.get("tokens_counted"):
+                self.counted.add(_key(r))
         self.delta: dict[Key, dict[str, float | None]] = defaultdict(dict)
         for r in deltas:
             self.delta[_key(r)][r["metric"]] = r["delta"]
@@ -92,7 +96,9 @@ class Scores:
 
     def text(self, key: Key, metric: str) -> str:
         value = self.value.get(key, {}).get(metric)
-        return _tokens(value) if metric == TOKENS else _pct(value)
+        if metric != TOKENS:
+            return _pct(value)
+        return _tokens(value) + (COUNTED if key in self.counted and value is not None else "")
 
     def delta_text(self, key: Key, metric: str) -> str:
         return _signed(self.delta.get(key, {}).get(metric), "%" if metric == TOKENS else "")
@@ -116,7 +122,9 @@ def main_table(s: Scores, benchmark: str, baseline: str | None) -> str:
                 continue
             body.append([model, f"Δ {method} vs. {baseline}"] + [s.delta_text((benchmark, d, model, method), metric)
                                                                  for d in domains for metric, _ in columns])
-    return f"### {benchmark}\n\n{markdown_table(header, body)}"
+    note = (f"\n\n{COUNTED} counted with the job's tokenizer (`analysis.count_tokens`): no server served these calls."
+            if any(key in s.counted for key in cells) else "")
+    return f"### {benchmark}\n\n{markdown_table(header, body)}{note}"
 
 
 def paired_table(pairs: list[Row]) -> str:

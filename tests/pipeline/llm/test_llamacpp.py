@@ -112,6 +112,20 @@ def test_a_conversation_gets_real_token_counts_and_an_honest_cache_estimate(llam
         assert abs(estimate - hit) <= 0.15 * hit
 
 
+def test_the_tokenizer_counts_what_the_server_reports(llamacpp: ReplicatedDeployment) -> None:
+    """``analysis.count_tokens: smollm2`` counts a prompt exactly as the server does (same vocabulary and
+    chat template); a completion to within its end-of-turn token."""
+    from pipeline.llm.tokenizer import chat_tokenizer
+
+    tokenizer = chat_tokenizer("smollm2")
+    policy = llamacpp.policy("counted")
+    messages = [ChatMessage(role="system", content="You count."), QUESTION]
+    completion = asyncio.run(policy.complete(messages))
+    asyncio.run(policy.aclose())  # type: ignore[attr-defined]
+    assert completion.usage.prompt_tokens == len(tokenizer.prompt_ids(messages))
+    assert abs((completion.usage.completion_tokens or 0) - tokenizer.count(completion.text)) <= 1
+
+
 def test_a_prompt_beyond_the_context_window_is_a_context_overflow(llamacpp: ReplicatedDeployment) -> None:
     policy = llamacpp.policy("overflow")
     with pytest.raises(ContextOverflowError, match="maximum context length is 8192"):
