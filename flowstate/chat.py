@@ -40,6 +40,10 @@ class TokenUsage(BaseModel):
     cached_tokens_estimate: int | None = None
     # True when no server counted these tokens and a tokenizer did (scripted fixtures).
     counted: bool = False
+    # Exact, from the engine's token ids (pipeline.llm.prefix.PromptLedger): leading prompt tokens the
+    # previous call of the conversation left on the same replica, and the most any layout could reuse.
+    reusable_prefix_tokens: int | None = None
+    physical_limit_tokens: int | None = None
 
 
 class Completion(BaseModel):

@@ -112,6 +112,8 @@ class StepRunner:
             cached_tokens=usage.cached_tokens,
             cached_tokens_estimate=usage.cached_tokens_estimate,
             tokens_counted=usage.counted,
+            reusable_prefix_tokens=usage.reusable_prefix_tokens,
+            physical_limit_tokens=usage.physical_limit_tokens,
             latency_s=completion.latency_s,
             finish_reason=completion.finish_reason,
             served_model=completion.model,

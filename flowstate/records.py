@@ -39,6 +39,8 @@ class StepRecord(StepEffects):
     cached_tokens: int | None = None
     cached_tokens_estimate: int | None = None
     tokens_counted: bool = False  # counted by a tokenizer, not reported by a server
+    reusable_prefix_tokens: int | None = None
+    physical_limit_tokens: int | None = None
     latency_s: float = 0.0
     finish_reason: str | None = None
     # Which model and server answered (for per-deployment latency and cache analysis).

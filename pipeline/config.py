@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flowstate import METHODS, Capability, LoopLimits, MethodOptions
 from flowstate.registry import rebuild_when_changed
+from pipeline.analysis.cost import CostModel
 from pipeline.benchmarks.plugin import BENCHMARKS, BenchmarkCell, benchmark_of
 from pipeline.llm.deployments import DEPLOYMENT_KINDS, DeploymentSpec
 from pipeline.plugins import load_builtin_plugins, load_plugins
@@ -91,6 +92,9 @@ class Analysis(Strict):
     # A tokenizer that counts the tokens of calls no server counts (scripted fixtures, e.g. the
     # oracle), labelled as counted: `smollm2` (the embedded model's) or a GGUF file's path.
     count_tokens: str | None = None
+    # Seconds of accelerator time per uncached prompt token and per completion token, for the
+    # report's GPU-time estimate (pipeline/analysis/cost.py; llama.cpp cells have measured defaults).
+    cost_model: CostModel | None = None
 
 
 # Fields that do not define results (left out of the sweep id), and roles added after the first

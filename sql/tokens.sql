@@ -16,6 +16,18 @@
 --   embeddings_tokens   input tokens of the embeddings calls (beside #Tok)
 --   tokens_counted      true where a tokenizer counted #Tok because no server did (model-free
 --                       episodes, e.g. the oracle, with analysis.count_tokens): counted, not served
+--   reusable_prefix_tokens
+--                       the agent's prompt tokens that the conversation's previous call left on the
+--                       same replica, exact from the engine's token ids (llama.cpp, vLLM; NULL else)
+--   physical_limit_tokens
+--                       the agent's prompt tokens minus the content each call added: the most any
+--                       prompt layout of the same content could reuse (NULL where not computed)
+--   uncached_prompt_tokens
+--                       the agent's prompt tokens the engine had to compute: prompt minus the cached
+--                       tokens it reported, else minus the exact reusable prefix, else all of them
+--   cached_share_of_limit
+--                       (reported cached, else reusable prefix) / physical limit, over episodes with
+--                       a physical limit: how close the method's layout comes to the best possible
 -- Population: finished episodes (all but infrastructure failures). NULL where nothing was reported.
 -- Parameters: none.
 SELECT benchmark, domain, method, model,
@@ -35,7 +47,14 @@ SELECT benchmark, domain, method, model,
        sum(judge_prompt_tokens + judge_completion_tokens)::BIGINT AS judge_tokens,
        sum(tool_model_prompt_tokens + tool_model_completion_tokens)::BIGINT AS tool_model_tokens,
        sum(embeddings_tokens)::BIGINT AS embeddings_tokens,
-       coalesce(bool_or(tokens_counted), false) AS tokens_counted
+       coalesce(bool_or(tokens_counted), false) AS tokens_counted,
+       sum(agent_reusable_prefix_tokens)::BIGINT AS reusable_prefix_tokens,
+       sum(agent_physical_limit_tokens)::BIGINT AS physical_limit_tokens,
+       sum(agent_prompt_tokens - coalesce(agent_cached_tokens, agent_reusable_prefix_tokens, 0))::BIGINT
+           AS uncached_prompt_tokens,
+       sum(coalesce(agent_cached_tokens, agent_reusable_prefix_tokens))
+           / nullif(sum(agent_physical_limit_tokens) FILTER (WHERE agent_physical_limit_tokens IS NOT NULL), 0)
+           AS cached_share_of_limit
 FROM finished
 GROUP BY ALL
 ORDER BY benchmark, domain, model, method;

@@ -19,7 +19,7 @@ def _save(fig: Figure, path: Path) -> Path:
 
 
 def performance_vs_tokens(points: list[dict[str, Any]], baseline: str, path: Path, *,
-                          ylabel: str = "pass rate (%)") -> Path:
+                          ylabel: str = "pass rate (%)", measure: str = "#Tok") -> Path:
     """Figure 3: performance against relative #Tok per method and model.
 
     ``points``: model, method, relative_tokens (#Tok / the baseline's, same model and tasks, averaged
@@ -46,7 +46,7 @@ def performance_vs_tokens(points: list[dict[str, Any]], baseline: str, path: Pat
                             xytext=(base["relative_tokens"], base["performance"]),
                             arrowprops={"arrowstyle": "->", "linestyle": "--", "color": color})
         ax.scatter([], [], color=color, label=model)
-    ax.set_xlabel(f"relative token usage (#Tok / {baseline}, same model and tasks)")
+    ax.set_xlabel(f"relative token usage ({measure} / {baseline}, same model and tasks)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(title="model", fontsize=8)

@@ -18,6 +18,7 @@ import duckdb
 from pydantic import BaseModel
 
 from pipeline.analysis import plots
+from pipeline.analysis.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.analysis.formats import cell_text, markdown_table
 from pipeline.analysis.query import connect, query_rows
 from pipeline.analysis.stats import LEVEL, RESAMPLES, SEED, paired_bootstrap
@@ -222,6 +223,49 @@ def figure3_points(s: Scores, baseline: str) -> tuple[list[Row], str]:
     return points, " / ".join(dict.fromkeys(labels))
 
 
+def sweep_cost_models(runs_dir: Path) -> dict[str, CostModel]:
+    """Each agent model's cost model, from the sweeps' jobs (the first sweep naming a model wins)."""
+    found: dict[str, CostModel] = {}
+    for sweep in sweep_dirs(runs_dir):
+        for model, cost in cost_models((read_manifest(sweep) or {}).get("job") or {}).items():
+            found.setdefault(model, cost)
+    return found
+
+
+def cost_table(rows: list[Row], baseline: str | None) -> str:
+    """Per cell: #Tok, the agent's uncached prompt and completion tokens, the cached share against the
+    physical limit, the GPU-time estimate per episode and its change against the baseline."""
+    by_key = {_key(r): r for r in rows}
+    body = []
+    for key in sorted(by_key):
+        r = by_key[key]
+        base = by_key.get((key[0], key[1], key[2], baseline)) if baseline else None
+        change = None
+        if base and key[3] != baseline and r["gpu_s_per_episode"] is not None and base["gpu_s_per_episode"]:
+            change = 100 * (r["gpu_s_per_episode"] / base["gpu_s_per_episode"] - 1)
+        body.append([*key, _tokens(r["tokens"]), _tokens(r["uncached_prompt_tokens"]), _tokens(r["completion_tokens"]),
+                     _pct(r["cached_share_of_limit"]), cell_text(r["gpu_s_per_episode"], 3), _signed(change, "%")])
+    sources = sorted({r["cost_source"] for r in rows if r["cost_source"]})
+    note = (f"\nCost model: {'; '.join(sources)}." if sources else
+            "\nNo cost model: state one under `analysis: {cost_model: {prefill_s_per_token: ..., decode_s_per_token: ...}}`.")
+    return markdown_table(["Benchmark", "Domain", "Model", "Method", "#Tok", "uncached prompt", "completion",
+                           "cached / limit %", "GPU s / episode (est.)", f"Δ vs. {baseline or '–'}"], body) + note
+
+
+def uncached_points(rows: list[Row], s: Scores, baseline: str) -> list[Row]:
+    """Figure 3's points with uncached prompt tokens in place of #Tok (relative to the baseline)."""
+    relative: dict[tuple[str, str], list[float]] = defaultdict(list)
+    by_key = {_key(r): r for r in rows}
+    for (benchmark, domain, model, method), r in by_key.items():
+        base = by_key.get((benchmark, domain, model, baseline))
+        if base and base["uncached_prompt_tokens"] and r["uncached_prompt_tokens"] is not None:
+            relative[(model, method)].append((r["uncached_prompt_tokens"] / r["episodes"])
+                                             / (base["uncached_prompt_tokens"] / base["episodes"]))
+    points, _ = figure3_points(s, baseline)
+    return [{**p, "relative_tokens": sum(relative[(p["model"], p["method"])]) / len(relative[(p["model"], p["method"])])}
+            for p in points if relative.get((p["model"], p["method"]))]
+
+
 def resolve_baseline(con: duckdb.DuckDBPyConnection, wanted: str | None) -> str | None:
     """The baseline's method label: ``wanted`` itself, else the one label of its family
     (``full_context-json`` when Full Context ran only on the JSON protocol)."""
@@ -256,7 +300,8 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
     """The report from an open connection over ``runs_dir`` (whose views it queries)."""
     baseline = resolve_baseline(con, baseline)
     compared = baseline is not None
-    s = Scores(query_rows(con, "scores"), query_rows(con, "tokens"),
+    tokens = query_rows(con, "tokens")
+    s = Scores(query_rows(con, "scores"), tokens,
                query_rows(con, "delta_vs_baseline", baseline=baseline) if compared else [])
     pairs = query_rows(con, "paired_outcomes", baseline=baseline) if compared else []
     pass_hat = query_rows(con, "pass_hat_k")
@@ -296,6 +341,11 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
                   "DR = minus the least-squares slope of R over k (pp per depth).\n", table4]
     if pass_hat:
         parts += ["## pass^k\n", pass_hat_table(pass_hat)]
+    costs = with_gpu_seconds(tokens, sweep_cost_models(runs_dir))
+    parts += ["## Cost\n", "Uncached prompt = prompt tokens minus those the engine reported cached, else minus the "
+              "exact reusable prefix (token ids of the previous call on the same replica); cached / limit = that "
+              "reuse over the physical limit (prompt minus the content each call added); GPU s = uncached × prefill "
+              "+ completion × decode seconds per token.\n", cost_table(costs, baseline)]
     parts += ["## FlowState internals\n", internals]
     if compared:
         points, label = figure3_points(s, baseline)
@@ -303,6 +353,13 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
             path = out_md.with_name(f"{out_md.stem}_fig3_tokens.png")
             figures.append(plots.performance_vs_tokens(points, baseline, path, ylabel=f"{label} (%)"))
             parts += ["## Figure 3: performance against relative tokens\n", f"![Figure 3]({figures[-1].name})\n"]
+        uncached = uncached_points(costs, s, baseline)
+        if any(p["method"] != baseline for p in uncached):
+            path = out_md.with_name(f"{out_md.stem}_fig3_uncached.png")
+            figures.append(plots.performance_vs_tokens(uncached, baseline, path, ylabel=f"{label} (%)",
+                                                       measure="uncached prompt tokens"))
+            parts += ["## Figure 3b: performance against relative uncached prompt tokens\n",
+                      f"![Figure 3b]({figures[-1].name})\n"]
     if depth:
         figures.append(plots.accuracy_by_depth(depth, out_md.with_name(f"{out_md.stem}_fig4_depth.png")))
         parts += ["## Figure 4: accuracy by request depth\n", f"![Figure 4]({figures[-1].name})\n"]

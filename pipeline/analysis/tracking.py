@@ -27,7 +27,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from mlflow.entities import Metric, Param, Run
 from mlflow.exceptions import MlflowException
 from pydantic import BaseModel
 
+from pipeline.analysis.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.analysis.formats import to_csv, to_markdown
 from pipeline.analysis.query import connect, list_queries, load_query, query_rows, query_table
 from pipeline.analysis.report import job_baseline, resolve_baseline, write_report
@@ -150,8 +151,10 @@ def _log_new(client: MlflowClient, run: Run, params: dict[str, str], metrics: di
     return len(changed)
 
 
-def cell_metrics(con: Any, baseline: str | None) -> dict[tuple[str, ...], dict[str, float]]:
-    """Numeric metrics per cell key (benchmark, domain, method, model) from the shipped SQL."""
+def cell_metrics(con: Any, baseline: str | None,
+                 costs: Mapping[str, CostModel] | None = None) -> dict[tuple[str, ...], dict[str, float]]:
+    """Numeric metrics per cell key (benchmark, domain, method, model) from the shipped SQL, with the
+    GPU-time estimate of the cells whose model has a cost model."""
     metrics: dict[tuple[str, ...], dict[str, float]] = {}
 
     def put(key: tuple[str, ...], name: str, value: Any) -> None:
@@ -179,6 +182,13 @@ def cell_metrics(con: Any, baseline: str | None) -> dict[tuple[str, ...], dict[s
                 put(key, "vs_baseline.baseline_episodes", row["baseline_episodes"])
     for row in query_rows(con, "pass_hat_k"):
         put(tuple(row[k] for k in CELL_KEYS), f"pass_hat_{row['k']}", row["pass_hat_k"])
+    priced = {tuple(r[k] for k in CELL_KEYS): r for r in with_gpu_seconds(query_rows(con, "tokens"), costs or {})}
+    for key, row in priced.items():
+        put(key, "cost.gpu_s", row["gpu_s"])
+        put(key, "cost.gpu_s_per_episode", row["gpu_s_per_episode"])
+        base = priced.get(tuple(baseline if k == "method" else row[k] for k in CELL_KEYS)) if baseline else None
+        if base is not None and base is not row and row["gpu_s_per_episode"] is not None and base["gpu_s_per_episode"]:
+            put(key, "vs_baseline.d_gpu_s_per_episode_pct", 100 * (row["gpu_s_per_episode"] / base["gpu_s_per_episode"] - 1))
     distances: dict[tuple[str, ...], list[tuple[int, int]]] = {}
     for row in query_rows(con, "disclosure_distance"):
         distances.setdefault(tuple(row[k] for k in CELL_KEYS), []).append((row["distance"], row["disclosures"]))
@@ -276,7 +286,7 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
         # what the reader left out (see pipeline.store.files.table_files), for whoever compares runs
         left_out = broken_files(sweep_dir)
         client.set_tag(parent_id, "flowstate.incomplete", ", ".join(p.name for p in left_out) if left_out else "false")
-        metrics = cell_metrics(con, baseline)
+        metrics = cell_metrics(con, baseline, cost_models(manifest.get("job") or {}))
         existing = _child_runs(client, experiment_id, parent_id)
         traced = _traced(experiment_id, manifest["sweep_id"])
         children: dict[str, str] = {}

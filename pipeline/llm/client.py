@@ -27,8 +27,9 @@ import openai
 
 from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Embeddings, SamplingOverride, TokenUsage
 from pipeline.llm.errors import ModelError, ModelRequestError, ModelUnavailableError
-from pipeline.llm.prefix import PrefixMemory, estimate_cached_tokens, render_prompt
+from pipeline.llm.prefix import PrefixMemory, PromptLedger, estimate_cached_tokens, render_prompt
 from pipeline.llm.settings import ClientSettings, Engine, RetryPolicy, SamplingParams
+from pipeline.llm.token_ids import TokenSource
 
 # How vLLM, llama.cpp (C++ server and llama-cpp-python) and OpenAI word a too-long prompt.
 _OVERFLOW = re.compile(
@@ -280,11 +281,15 @@ class ChatClient(OpenAIClient):
         api_key_env: str | None = None,
         limit_key: str | None = None,
         conversation: str | None = None,
+        tokens: TokenSource | None = None,
     ) -> None:
         super().__init__(endpoints, model, settings=settings, api_key_env=api_key_env, limit_key=limit_key,
                          conversation=conversation)
         self.engine: Engine = engine
         self.sampling = sampling
+        # Exact prefix accounting where the engine's token ids can be had (llama.cpp, vLLM).
+        self.tokens = tokens
+        self._ledger = PromptLedger()
 
     def __repr__(self) -> str:
         return f"ChatClient(model={self.model!r}, engine={self.engine!r}, endpoints={self.endpoints!r})"
@@ -330,6 +335,8 @@ class ChatClient(OpenAIClient):
             prompt_text = render_prompt(messages)
             shared = await self.endpoints.shared_prefix(url, prompt_text, text)
             usage.cached_tokens_estimate = estimate_cached_tokens(usage.prompt_tokens, shared, len(prompt_text))
+        if self.tokens is not None:
+            usage.reusable_prefix_tokens, usage.physical_limit_tokens = await self._account(url, messages, text)
         return Completion(
             text=text if isinstance(text, str) else json.dumps(text),
             usage=usage,
@@ -339,6 +346,20 @@ class ChatClient(OpenAIClient):
             served_by=url,
         )
 
+
+
+    async def _account(self, url: str, messages: Sequence[ChatMessage], text: str) -> tuple[int | None, int | None]:
+        """This call's reusable prefix and physical limit (None, None when the ids cannot be had)."""
+        assert self.tokens is not None
+        try:
+            prompt_ids = await self.tokens.prompt_ids(url, messages)
+            completion_ids = await self.tokens.text_ids(url, text)
+            added = 0
+            for piece in self._ledger.added(messages):
+                added += len(await self.tokens.text_ids(url, piece))
+        except (httpx.HTTPError, ValueError, OSError):
+            return None, None
+        return self._ledger.account(url, prompt_ids, completion_ids, messages, text, added)
 
 
 class EmbeddingClient(OpenAIClient):

@@ -56,6 +56,20 @@ def _words(text: str | None) -> int:
     return len(text.split()) if text else 0
 
 
+def _word_ids(text: str | None) -> list[int]:
+    return [int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "big") % 50_000
+            for w in (text or "").split()]
+
+
+def _tokenize(body: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's ``/tokenize`` in the stub's token model (a token per whitespace word; chat messages
+    contribute their contents, as the stub's ``prompt_tokens`` counts them)."""
+    messages = body.get("messages")
+    ids = ([i for m in messages if isinstance(m, dict) for i in _word_ids(m.get("content"))]
+           if isinstance(messages, list) else _word_ids(body.get("prompt")))
+    return {"tokens": ids, "count": len(ids), "max_model_len": 8192}
+
+
 def hashed_embedding(text: str, dims: int) -> list[float]:
     """The stand-in's embedding of ``text``: a normalised bag of hashed, lower-cased words."""
     vector = [0.0] * dims
@@ -157,6 +171,8 @@ class StubServer:
             status, body, headers = await self._admit(json.loads(await read_body(receive)), self._chat)
         elif method == "POST" and path == "/v1/embeddings":
             status, body, headers = await self._admit(json.loads(await read_body(receive)), self._embeddings)
+        elif method == "POST" and path == "/tokenize":  # vLLM's, at the server's root
+            status, body, headers = 200, _tokenize(json.loads(await read_body(receive))), {}
         else:
             status, body, headers = 404, {"error": {"message": f"no route {method} {path}"}}, {}
         await send_json(send, status, body, headers)

@@ -45,9 +45,12 @@ class ChatTokenizer:
         formatted = self._format(messages=[{"role": m.role, "content": m.content} for m in messages])
         return self._llama.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
 
+    def ids(self, text: str) -> list[int]:
+        """The token ids of a piece of text on its own (a completion, an added message)."""
+        return self._llama.tokenize(text.encode(), add_bos=False, special=False) if text else []
+
     def count(self, text: str) -> int:
-        """Tokens of a piece of text on its own (a completion, an added message)."""
-        return len(self._llama.tokenize(text.encode(), add_bos=False, special=False)) if text else 0
+        return len(self.ids(text))
 
 
 @cache

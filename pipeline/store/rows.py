@@ -76,7 +76,8 @@ def message_row(ids: dict[str, Any], call: ModelCall) -> dict[str, Any]:
             "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
             "cached_tokens": u.cached_tokens, "cached_tokens_estimate": u.cached_tokens_estimate,
             "latency_s": call.latency_s, "served_model": call.served_model, "served_by": call.served_by,
-            "tokens_counted": u.counted}
+            "tokens_counted": u.counted, "reusable_prefix_tokens": u.reusable_prefix_tokens,
+            "physical_limit_tokens": u.physical_limit_tokens}
 
 
 def role_tokens(calls: list[ModelCall]) -> dict[str, int | None]:
@@ -141,6 +142,8 @@ def outcome_rows(outcome: EpisodeOutcome, *, attempts: int, code_version: str) -
         "agent_cached_tokens": _sum([s.cached_tokens for s in result.steps]),
         "agent_cached_tokens_estimate": _sum([s.cached_tokens_estimate for s in result.steps]),
         "tokens_counted": any(c.usage.counted for c in outcome.calls),
+        "agent_reusable_prefix_tokens": _sum([s.reusable_prefix_tokens for s in result.steps]),
+        "agent_physical_limit_tokens": _sum([s.physical_limit_tokens for s in result.steps]),
         "started_at": outcome.started_at, "finished_at": outcome.finished_at, "duration_s": outcome.duration_s,
         "code_version": code_version,
         "repository_json": result.repository.model_dump_json() if result.repository else None,

@@ -67,6 +67,9 @@ STEPS = pa.schema(ID_FIELDS + [
     pa.field("latency_s", _f64), pa.field("finish_reason", _str), pa.field("prompt_chars", _i64),
     # True where a tokenizer counted the tokens because no server did (a scripted fixture's calls).
     pa.field("tokens_counted", pa.bool_()),
+    # From the engine's token ids: the prompt's leading tokens the conversation's previous call left on
+    # this replica, and the prompt minus the content added since that call (pipeline/llm/prefix.py).
+    pa.field("reusable_prefix_tokens", _i64), pa.field("physical_limit_tokens", _i64),
     pa.field("active_nodes", _i32), pa.field("active_state_tokens", _i64), pa.field("index_states", _i32),
     # The method's own model calls during this step (a request's opening and closing calls count
     # on its first and last step): part of #Tok.
@@ -94,6 +97,7 @@ EPISODES = pa.schema(ID_FIELDS + [
     pa.field("agent_cached_tokens", _i64), pa.field("agent_cached_tokens_estimate", _i64),
     *ROLE_TOKEN_FIELDS[2:],
     pa.field("tokens_counted", pa.bool_()),  # #Tok counted by a tokenizer (model-free episodes), not served
+    pa.field("agent_reusable_prefix_tokens", _i64), pa.field("agent_physical_limit_tokens", _i64),
     pa.field("protocol", _str),
     pa.field("benchmark_options_json", _str), pa.field("method_options_json", _str),
     pa.field("started_at", pa.timestamp("us", tz="UTC")), pa.field("finished_at", pa.timestamp("us", tz="UTC")),
@@ -113,6 +117,7 @@ MESSAGES = pa.schema(ID_FIELDS + [
     pa.field("cached_tokens", _i64), pa.field("cached_tokens_estimate", _i64),
     pa.field("latency_s", _f64), pa.field("served_model", _str), pa.field("served_by", _str),
     pa.field("tokens_counted", pa.bool_()),
+    pa.field("reusable_prefix_tokens", _i64), pa.field("physical_limit_tokens", _i64),
 ])
 
 REQUEST_OUTCOMES = pa.schema(ID_FIELDS + [

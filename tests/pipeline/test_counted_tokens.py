@@ -68,7 +68,13 @@ def test_the_oracle_sweep_counts_its_tokens_without_changing_an_id(ray_local, tm
         assert (prompt_tokens, flag) == (len(tokenizer.prompt_ids(messages)), True)
     report = result.sweep_dir / "report.md"
     assert main(["report", str(result.sweep_dir), "--out", str(report)]) == 0
-    assert "†" in report.read_text() and "counted with the job's tokenizer" in report.read_text()
+    text = report.read_text()
+    assert "†" in text and "counted with the job's tokenizer" in text
+    # the cost table prices the counted tokens with the llama.cpp defaults measured here
+    cost = text.split("## Cost\n", 1)[1].split("\n## ", 1)[0]
+    assert "llama.cpp defaults measured for SmolLM2-135M" in cost
+    rows = [line for line in cost.splitlines() if line.startswith("| taubench |")]
+    assert len(rows) == 4 and all(line.split("|")[9].strip() not in ("", "–") for line in rows)
 
 
 def test_a_tokenizer_that_is_not_there_stops_the_sweep_at_its_start(ray_local, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.llm.deployments.specs import LlamaCppSpec, ReplicatedSpec, VllmSpec
+from pipeline.llm.token_ids import LocalTokens, TokenSource, VllmTokens
 
 # Served with every vLLM replica unless the job's engine_args say otherwise: cached-token figures
 # in usage, usage always present, thinking off (it would eat the token budget of each step).
@@ -86,6 +87,8 @@ class ServerKind:
     resources: Callable[[Any], dict[str, Any]]
     liveness_path: str
     engine_package: str
+    # Where exact prefix accounting gets the engine's token ids (None: the figures stay null).
+    token_source: Callable[[Any], TokenSource | None] = lambda spec: None
 
 
 SERVER_KINDS: dict[str, ServerKind] = {}
@@ -123,5 +126,7 @@ def _vllm_resources(spec: VllmSpec) -> dict[str, Any]:
 
 
 # llama-cpp-python's /v1/models takes the model lock, /openapi.json does not.
-register_server_kind("llamacpp", ServerKind(llamacpp_command, _llamacpp_resources, "/openapi.json", "llama-cpp-python"))
-register_server_kind("vllm", ServerKind(vllm_command, _vllm_resources, "/health", "vllm"))
+register_server_kind("llamacpp", ServerKind(llamacpp_command, _llamacpp_resources, "/openapi.json", "llama-cpp-python",
+                                            token_source=lambda spec: LocalTokens(str(spec.gguf()))))
+register_server_kind("vllm", ServerKind(vllm_command, _vllm_resources, "/health", "vllm",
+                                        token_source=lambda spec: VllmTokens(spec.served_model())))

@@ -23,6 +23,7 @@ from pipeline.llm.deployments.specs import DeploymentSpecBase, EndpointSpec, Rep
 from pipeline.llm.errors import DeploymentStartError
 from pipeline.llm.router import Router, RouterEndpoints
 from pipeline.llm.settings import SamplingParams
+from pipeline.llm.token_ids import endpoint_tokens
 
 
 class Deployment(abc.ABC):
@@ -80,7 +81,7 @@ class EndpointDeployment(Deployment):
         s = self.spec
         return ChatClient(s.base_url, s.model, engine=s.engine, sampling=sampling or s.sampling,
                           settings=s.client, api_key_env=s.api_key_env, limit_key=s.base_url,
-                          conversation=f"{session_id}/{role}")
+                          conversation=f"{session_id}/{role}", tokens=endpoint_tokens(s.engine, s.model))
 
     def embedder(self, session_id: str, role: str = "embeddings") -> Embedder:
         s = self.spec
@@ -151,7 +152,8 @@ class ReplicatedDeployment(Deployment):
         conversation = f"{session_id}/{role}"
         return ChatClient(RouterEndpoints(self.router, conversation), self.spec.served_model(),
                           engine=self.spec.kind, sampling=sampling or self.spec.sampling,
-                          settings=self.spec.client, limit_key=self._limit_key, conversation=conversation)
+                          settings=self.spec.client, limit_key=self._limit_key, conversation=conversation,
+                          tokens=server_kind(self.spec).token_source(self.spec))
 
     def embedder(self, session_id: str, role: str = "embeddings") -> Embedder:
         if not self.urls:

@@ -37,7 +37,12 @@ def test_report_tables_and_figures(scores_sweep: SweepBuilder, tmp_path: Path) -
     pair_line = next(line for line in lines if line.startswith("| taubench | airline | m1 | flowstate |"))
     assert "| 6 | +33.3 |" in pair_line
     assert "10,000 bootstrap resamples" in text
-    assert [f.name for f in report.figures] == ["report_fig3_tokens.png", "report_fig4_depth.png"]
+    assert [f.name for f in report.figures] == ["report_fig3_tokens.png", "report_fig3_uncached.png",
+                                                "report_fig4_depth.png"]
+    # the cost table: no server reported cached tokens, so every prompt token is uncached; no cost model
+    cost = text[text.index("## Cost"):text.index("## FlowState internals")]
+    assert "| taubench | airline | m1 | flowstate-no-psa | 4.40K | 4.00K | 400 | – |" in cost  # 2 × (2000 + 200)
+    assert "No cost model: state one under `analysis:" in cost
     for figure in report.figures:
         assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({figure.name})" in text
 

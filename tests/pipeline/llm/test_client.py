@@ -254,3 +254,23 @@ def test_backoff_grows_exponentially_within_jitter_and_cap(
     base = min(cap, initial * 2**attempt)
     delay = backoff_delay(attempt, retry, random.Random(seed))
     assert base * (1 - jitter) - 1e-9 <= delay <= base + 1e-9
+
+
+def test_vllm_token_ids_from_tokenize_give_the_reusable_prefix_and_the_physical_limit(stub: StubServer) -> None:
+    """The vLLM path: ``/tokenize`` at the server's root (the stub answers it in its word-token model)."""
+    from pipeline.llm.token_ids import VllmTokens
+
+    c = client(stub, engine="vllm", tokens=VllmTokens("test-model"))
+    first = asyncio.run(c.complete(HELLO))
+    assert (first.usage.reusable_prefix_tokens, first.usage.physical_limit_tokens) == (0, 0)
+    follow = HELLO + [ChatMessage(role="assistant", content=first.text), ChatMessage(role="user", content="and more")]
+    second = asyncio.run(c.complete(follow))
+    u = second.usage
+    assert u.prompt_tokens is not None and u.reusable_prefix_tokens is not None and u.physical_limit_tokens is not None
+    # append-only: the previous prompt and its completion are the reusable prefix
+    assert u.reusable_prefix_tokens == (first.usage.prompt_tokens or 0) + (first.usage.completion_tokens or 0)
+    assert 0 < u.physical_limit_tokens <= u.prompt_tokens
+    asyncio.run(c.aclose())
+    # an engine without a tokenize endpoint records nothing
+    plain = asyncio.run(client(stub).complete(HELLO)).usage
+    assert (plain.reusable_prefix_tokens, plain.physical_limit_tokens) == (None, None)

@@ -110,6 +110,17 @@ def test_a_conversation_gets_real_token_counts_and_an_honest_cache_estimate(llam
     print(f"prefix reused by llama.cpp: {hits}, estimated: {estimates}, prompts: {prompts}")
     for hit, estimate in zip(hits, estimates, strict=True):
         assert abs(estimate - hit) <= 0.15 * hit
+    # the exact figure from token ids (the GGUF's own tokenizer and template) is what llama.cpp reused,
+    # up to the completion's re-tokenisation; the physical limit bounds it from above
+    reusable = [c.usage.reusable_prefix_tokens for c in completions]
+    print(f"reusable prefix from token ids: {reusable}, physical limits: "
+          f"{[c.usage.physical_limit_tokens for c in completions]}")
+    assert reusable[0] == 0 and completions[0].usage.physical_limit_tokens == 0
+    for hit, completion in zip(hits, completions[1:], strict=True):
+        u = completion.usage
+        assert u.reusable_prefix_tokens is not None and abs(u.reusable_prefix_tokens - hit) <= 3
+        assert u.physical_limit_tokens is not None and u.reusable_prefix_tokens - 3 <= u.physical_limit_tokens
+        assert u.physical_limit_tokens <= (u.prompt_tokens or 0)
 
 
 def test_the_tokenizer_counts_what_the_server_reports(llamacpp: ReplicatedDeployment) -> None:

@@ -50,3 +50,31 @@ def test_estimate_scales_shared_characters_by_the_prompt_token_ratio() -> None:
     assert estimate_cached_tokens(100, 2000, 1000) == 100  # never more than the prompt
     assert estimate_cached_tokens(None, 10, 100) is None
     assert estimate_cached_tokens(10, 0, 0) is None
+
+
+# -- exact accounting from token ids ------------------------------------------------------------------
+def test_common_prefix_and_added_pieces() -> None:
+    from pipeline.llm.prefix import _diff_text, added_pieces, common_prefix
+
+    assert common_prefix([1, 2, 3, 4], [1, 2, 9]) == 2 and common_prefix([1, 2], [1, 2, 3]) == 2
+    assert common_prefix([], [1]) == 0
+    before = _diff_text([SYSTEM, ChatMessage(role="user", content="state: a\nobs 1")])
+    after = _diff_text([SYSTEM, ChatMessage(role="user", content="state: a, b\nobs 1\nobs 2")])
+    assert added_pieces(before, after) == ["state: a, b\n", "obs 2\n"]  # each run of changed lines, once
+    assert added_pieces("", after) == ["You are terse.\nstate: a, b\nobs 1\nobs 2\n"]  # headers are not content
+
+
+def test_the_ledger_gives_the_reusable_prefix_on_one_replica_and_the_physical_limit() -> None:
+    from pipeline.llm.prefix import PromptLedger
+
+    ledger = PromptLedger()
+    assert ledger.added([ASK]) == ["What is 2+2?\n"]
+    assert ledger.account("r1", [1, 2, 3], [4], [ASK], "4", added_tokens=3) == (0, 0)  # the first call
+    follow = [ASK, ChatMessage(role="assistant", content="4"), ChatMessage(role="user", content="And 3+3?")]
+    assert ledger.added(follow) == ["And 3+3?\n"]  # diffed against the prompt and its reply
+    # append-only: the previous prompt and completion are reusable; only the new content is added
+    assert ledger.account("r1", [1, 2, 3, 4, 5, 6], [7], follow, "6", added_tokens=2) == (4, 4)
+    # a re-rendered prompt: little of it is a prefix, though most of its content is old
+    assert ledger.account("r1", [1, 9, 3, 4, 5, 6, 7, 8], [], follow, "", added_tokens=2) == (1, 6)
+    # another replica holds nothing of this conversation
+    assert ledger.account("r2", [1, 9, 3], [], follow, "", added_tokens=0) == (0, 3)

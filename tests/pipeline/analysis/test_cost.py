@@ -1,0 +1,34 @@
+"""The GPU-time estimate: which cost model a cell gets, and the arithmetic on sql/tokens.sql's rows."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from pipeline.analysis.cost import LLAMACPP_MEASURED, CostModel, cost_models, with_gpu_seconds
+
+JOB = {"agents": [{"deployment": "small", "label": "smollm2"}, {"deployment": "big"}, {"deployment": "oracle"}],
+       "deployments": {"small": {"kind": "llamacpp"}, "big": {"kind": "vllm"}, "oracle": {"kind": "scripted"}},
+       "analysis": {}}
+
+
+def test_llamacpp_and_counted_cells_get_the_measured_defaults_and_vllm_none() -> None:
+    assert cost_models(JOB) == {"smollm2": LLAMACPP_MEASURED}
+    counted = {**JOB, "analysis": {"count_tokens": "smollm2"}}
+    assert cost_models(counted) == {"smollm2": LLAMACPP_MEASURED, "oracle": LLAMACPP_MEASURED}
+    stated = {**JOB, "analysis": {"cost_model": {"prefill_s_per_token": 1e-5, "decode_s_per_token": 2e-3}}}
+    assert set(cost_models(stated)) == {"smollm2", "big", "oracle"}  # a stated model applies to every agent
+    with pytest.raises(ValidationError):
+        CostModel(prefill_s_per_token=0, decode_s_per_token=1)
+
+
+def test_the_estimate_is_uncached_prefill_plus_decode() -> None:
+    model = CostModel(prefill_s_per_token=0.001, decode_s_per_token=0.01)
+    rows = [{"model": "m", "episodes": 4, "uncached_prompt_tokens": 1000, "completion_tokens": 100},
+            {"model": "other", "episodes": 1, "uncached_prompt_tokens": 5, "completion_tokens": 5},
+            {"model": "m", "episodes": 1, "uncached_prompt_tokens": None, "completion_tokens": None}]
+    priced = with_gpu_seconds(rows, {"m": model})
+    assert priced[0]["gpu_s"] == pytest.approx(2.0) and priced[0]["gpu_s_per_episode"] == pytest.approx(0.5)
+    assert priced[0]["cost_source"] == "analysis.cost_model"
+    assert (priced[1]["gpu_s"], priced[1]["cost_source"]) == (None, None)  # no cost model for its model
+    assert priced[2]["gpu_s"] is None  # no tokens: no estimate, not 0
