@@ -5,7 +5,7 @@ Runs each job (the oracle test fixture: deterministic, no model) with its tokens
 own tokenizer and chat template (``analysis.count_tokens: smollm2``), then prints, per benchmark and
 method, the median prompt tokens of an agent step in request k = 1, 2, 4, 8, … (the requests a task
 has: τ-bench's oracle conversations have few, MemoryArena's tasks up to 8 subtasks), and each
-method's ratio to Full Context at the same k. A deterministic picture of what each method puts in
+method's ratio to Full Context at the same k, per benchmark and domain. A deterministic picture of what each method puts in
 front of the model as a task goes on; every method the job lists appears, through the plug-in
 interface.
 """
@@ -30,18 +30,19 @@ BASELINE = "full_context"
 
 
 def depths(deepest: int) -> list[int]:
+    """1, 2, 4, 8, ... up to the deepest request, and the deepest itself."""
     out, k = [], 1
     while k <= deepest:
         out.append(k)
         k *= 2
-    return out
+    return out if out[-1] == deepest else [*out, deepest]
 
 
 def growth(sweep_dir: Path) -> list[tuple[str, str, int, float, int]]:
-    """(benchmark, method, request, median prompt tokens per step, steps) over every agent step."""
+    """(benchmark/domain, method, request, median prompt tokens per step, steps) over every agent step."""
     glob = str(sweep_dir / "steps" / "**" / "*.parquet")
     return duckdb.sql(f"""
-        SELECT benchmark, method, request, median(prompt_tokens), count(*)
+        SELECT benchmark || '/' || domain, method, request, median(prompt_tokens), count(*)
         FROM read_parquet('{glob}', union_by_name = true, hive_partitioning = false)
         WHERE prompt_tokens IS NOT NULL GROUP BY ALL ORDER BY ALL""").fetchall()
 
