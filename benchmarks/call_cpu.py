@@ -1,0 +1,154 @@
+"""The pipeline's own CPU per model call (client, actor, asyncio, records), the server excluded.
+
+Usage: ``python benchmarks/call_cpu.py [--episodes 64] [--concurrency 16] [--profile 16]``.
+A stand-in OpenAI-compatible server in its own process answers every call with the oracle's output
+for that episode after 50 ms (so episodes have the oracle's real shape). Part 1 runs a sweep on Ray
+and reads the CPU time (user + system, from /proc) of the episode actors' processes and of the
+driver, per agent model call. Part 2 runs episodes in this process (the same episode code an actor
+runs, without Ray) under cProfile on the CPU clock and prints the functions with the most own CPU
+time: where a call's CPU goes (one-time costs of a process, such as TLS contexts, included; the
+profiler's own overhead inflates the per-call figure of this part).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import os
+import pstats
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine import machine  # noqa: E402
+from pipeline_throughput import _calls_and_window, _wait_for, job_file  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+class ActorCpu:
+    """Polls /proc for processes named ``ray::EpisodeActor`` and keeps each one's last CPU reading."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    title = (entry / "cmdline").read_bytes().split(b"\0")[0]
+                except OSError:
+                    continue
+                if title.startswith(b"ray::EpisodeActor"):
+                    cpu = _cpu_s(int(entry.name))
+                    if cpu is not None:
+                        self.seen[int(entry.name)] = cpu
+            time.sleep(0.2)
+
+    def __enter__(self) -> ActorCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def on_ray(job: Path) -> None:
+    from pipeline.launch import run_sweep
+
+    driver_before = resource.getrusage(resource.RUSAGE_SELF)
+    with ActorCpu() as actors, tempfile.TemporaryDirectory() as out:
+        result = run_sweep(job, out=Path(out))
+        calls, wall = _calls_and_window(result.sweep_dir)
+    driver_after = resource.getrusage(resource.RUSAGE_SELF)
+    driver = (driver_after.ru_utime + driver_after.ru_stime) - (driver_before.ru_utime + driver_before.ru_stime)
+    actor_s = sum(actors.seen.values())
+    print(f"on Ray: {result.completed} episodes, {calls} agent calls in {wall:.1f} s; episode actors "
+          f"{actor_s:.1f} CPU s = {1000 * actor_s / calls:.2f} ms per call ({len(actors.seen)} processes, their "
+          f"start-up included); driver {driver:.1f} CPU s = {1000 * driver / calls:.2f} ms per call")
+
+
+def in_process(job: Path, episodes: int, top: int) -> None:
+    """The actor's episode code in this process, profiled."""
+    from pipeline.actors import EpisodeWorker
+    from pipeline.config import load_job
+    from pipeline.dispatch import start_deployments
+    from pipeline.sweep import expand
+
+    loaded = load_job(job)
+    specs = expand(loaded).episodes[:episodes]
+    deployments = start_deployments(loaded)
+    with tempfile.TemporaryDirectory() as out:
+        worker = EpisodeWorker(loaded, Path(out), deployments, "benchmark")
+
+        async def run_all() -> list[int]:
+            summaries = await asyncio.gather(*(worker.run(spec, 1) for spec in specs))
+            return [s.steps for s in summaries]
+
+        profile = cProfile.Profile(time.process_time)  # CPU time, not waiting
+        started = time.process_time()
+        profile.enable()
+        steps = asyncio.run(run_all())
+        profile.disable()
+        cpu = time.process_time() - started
+    calls = sum(steps)
+    print(f"\nin one process (no Ray): {len(specs)} episodes, {calls} agent calls, {cpu:.2f} CPU s = "
+          f"{1000 * cpu / calls:.2f} ms per call (profiled: cProfile's own overhead included)")
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(top)
+    lines = text.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("ncalls"))
+    print("\n".join(lines[start: start + top + 1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--delay", type=float, default=0.05)
+    parser.add_argument("--profile", type=int, default=16, help="episodes of the profiled in-process run")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--port", type=int, default=18511)
+    args = parser.parse_args()
+    print(machine())
+    url = f"http://127.0.0.1:{args.port}/v1"
+    with tempfile.TemporaryDirectory() as folder:
+        job = job_file(Path(folder), name="call-cpu", base_url=url, episodes=args.episodes,
+                       concurrency=args.concurrency)
+        server = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "pipeline_throughput.py"), "serve",
+                                   str(job), str(args.port), str(args.delay)],
+                                  cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        try:
+            _wait_for(url)
+            on_ray(job)
+            in_process(job, args.profile, args.top)
+        finally:
+            server.terminate()
+            server.wait()
+
+
+if __name__ == "__main__":
+    main()
