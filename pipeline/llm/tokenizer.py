@@ -80,6 +80,6 @@ class CountingPolicy:
         return completion.model_copy(update={"usage": usage})
 
     async def aclose(self) -> None:
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
+        from pipeline.roles import aclose_caller
+
+        await aclose_caller(self.inner)

@@ -25,6 +25,7 @@ from pipeline.benchmarks.memoryarena.shopping.productdb import (
     catalog_files,
     iter_json_array,
     iter_json_object,
+    skipped_asin,
 )
 
 SHOWN = 5  # problems shown per kind
@@ -108,7 +109,7 @@ def check_db(db_dir: Path) -> DbCheck:
         asin = _check_product(index, raw, problems)
         if asin is None:
             continue
-        if asin == "nan" or len(asin) > 10 or asin in seen:
+        if skipped_asin(asin, seen):
             skipped += 1
             continue
         seen.add(asin)

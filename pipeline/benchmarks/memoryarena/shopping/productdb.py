@@ -205,6 +205,11 @@ def product_from_record(raw: dict[str, Any]) -> Product:
                    db_name=_text(name) if name else None)
 
 
+def skipped_asin(asin: str, seen: set[str]) -> bool:
+    """WebShop's loader skips an ASIN that is ``nan``, longer than 10 characters, or seen before."""
+    return asin == "nan" or len(asin) > 10 or asin in seen
+
+
 def iter_products(path: Path) -> Iterator[Product]:
     """The store's products in file order, with WebShop's skips (bad or repeated ASINs)."""
     seen: set[str] = set()
@@ -212,7 +217,7 @@ def iter_products(path: Path) -> Iterator[Product]:
         if not isinstance(raw, dict) or not isinstance(raw.get("asin"), str):
             raise ProductDbError(f"{path}: product {index} is not an object with a string asin")
         asin = raw["asin"]
-        if asin == "nan" or len(asin) > 10 or asin in seen:
+        if skipped_asin(asin, seen):
             continue
         seen.add(asin)
         yield product_from_record(raw)
