@@ -8,6 +8,10 @@ driver, per agent model call. Part 2 runs episodes in this process (the same epi
 runs, without Ray) under cProfile on the CPU clock and prints the functions with the most own CPU
 time: where a call's CPU goes (one-time costs of a process, such as TLS contexts, included; the
 profiler's own overhead inflates the per-call figure of this part).
+
+The sweep is written where sweeps are written (a temporary folder under ``--out``, the repository's
+``runs/`` by default), not under ``/tmp``: on the machines here creating a file in ``/tmp`` costs
+about 50 times the CPU it costs elsewhere on the same disk, which would swamp what is measured.
 """
 
 from __future__ import annotations
@@ -76,11 +80,11 @@ class ActorCpu:
         self._thread.join()
 
 
-def on_ray(job: Path) -> None:
+def on_ray(job: Path, out_root: Path) -> None:
     from pipeline.launch import run_sweep
 
     driver_before = resource.getrusage(resource.RUSAGE_SELF)
-    with ActorCpu() as actors, tempfile.TemporaryDirectory() as out:
+    with ActorCpu() as actors, tempfile.TemporaryDirectory(dir=out_root) as out:
         result = run_sweep(job, out=Path(out))
         calls, wall = _calls_and_window(result.sweep_dir)
     driver_after = resource.getrusage(resource.RUSAGE_SELF)
@@ -91,7 +95,7 @@ def on_ray(job: Path) -> None:
           f"start-up included); driver {driver:.1f} CPU s = {1000 * driver / calls:.2f} ms per call")
 
 
-def in_process(job: Path, episodes: int, top: int) -> None:
+def in_process(job: Path, episodes: int, top: int, out_root: Path) -> None:
     """The actor's episode code in this process, profiled."""
     from pipeline.actors import EpisodeWorker
     from pipeline.config import load_job
@@ -101,7 +105,7 @@ def in_process(job: Path, episodes: int, top: int) -> None:
     loaded = load_job(job)
     specs = expand(loaded).episodes[:episodes]
     deployments = start_deployments(loaded)
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory(dir=out_root) as out:
         worker = EpisodeWorker(loaded, Path(out), deployments, "benchmark")
 
         async def run_all() -> list[int]:
@@ -132,7 +136,9 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=16, help="episodes of the profiled in-process run")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--port", type=int, default=18511)
+    parser.add_argument("--out", type=Path, default=REPO / "runs", help="where the sweeps are written")
     args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
     print(machine())
     url = f"http://127.0.0.1:{args.port}/v1"
     with tempfile.TemporaryDirectory() as folder:
@@ -143,8 +149,8 @@ def main() -> None:
                                   cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
         try:
             _wait_for(url)
-            on_ray(job)
-            in_process(job, args.profile, args.top)
+            on_ray(job, args.out)
+            in_process(job, args.profile, args.top, args.out)
         finally:
             server.terminate()
             server.wait()

@@ -125,7 +125,7 @@ def parquet_rows_per_s(folder: Path) -> float:
     """Rows per second through the atomic per-episode writer (one finished sweep's rows, rewritten)."""
     import pyarrow.parquet as pq
 
-    from pipeline.store import write_episode
+    from pipeline.store.writer import write_episode
 
     sweep = next((folder / "runs").glob("overhead-*"))
     episodes = {}

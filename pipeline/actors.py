@@ -23,7 +23,7 @@ from pipeline.llm.deployments import Deployment
 from pipeline.plugins import load_plugins
 from pipeline.roles import EpisodeModels, aclose_caller
 from pipeline.store.rows import outcome_rows
-from pipeline.store.writer import write_episode
+from pipeline.store.writer import encode_episode, store_episode
 from pipeline.sweep import EpisodeSpec
 
 
@@ -129,7 +129,10 @@ class EpisodeWorker:
             # Frees each conversation's routing slot, so new episodes see the true replica load.
             await asyncio.gather(*(aclose_caller(getattr(callers, f.name)) for f in dataclasses.fields(callers)))
         rows = outcome_rows(outcome, attempts=attempt, code_version=self.code_version)
-        await asyncio.to_thread(write_episode, self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
+        # Encoding the files is CPU (here, where it needs no hand-over of the GIL); writing them is
+        # I/O, which must not stall the other episodes' calls on a slow disk.
+        encoded = encode_episode(self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
+        await asyncio.to_thread(store_episode, encoded)
         episode = rows["episodes"][0]
         return EpisodeSummary(
             episode_id=spec.episode_id,

@@ -7,9 +7,30 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+
+@contextmanager
+def _staged(path: Path, before_rename: Callable[[Path], None] | None) -> Iterator[tuple[int, Path]]:
+    """A fresh hidden temporary beside ``path`` (its open descriptor and its name), renamed to
+    ``path`` when the block ends well and removed when it does not; the caller closes the descriptor."""
+    try:
+        descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except FileNotFoundError:  # the folder's first file (creating it up front costs a call per write)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temporary = Path(name)
+    try:
+        yield descriptor, temporary
+        if before_rename is not None:
+            before_rename(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def write_atomic(path: Path, write: Callable[[Path], None], *, fsync: bool = False,
@@ -19,29 +40,26 @@ def write_atomic(path: Path, write: Callable[[Path], None], *, fsync: bool = Fal
     ``fsync``: flush the file to disk before the rename (for data that must survive a power loss).
     ``before_rename(temporary)``: runs on the complete file before it becomes visible (to account for it).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(descriptor)
-    temporary = Path(name)
-    try:
+    with _staged(path, before_rename) as (descriptor, temporary):
+        os.close(descriptor)
         write(temporary)
         if fsync:
             with temporary.open("rb") as handle:
                 os.fsync(handle.fileno())
-        if before_rename is not None:
-            before_rename(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
-    write_atomic(path, lambda tmp: tmp.write_bytes(data), fsync=fsync)
+def write_bytes_atomic(path: Path, data: bytes | memoryview, *, fsync: bool = False,
+                       before_rename: Callable[[Path], None] | None = None) -> None:
+    """``data`` as the whole of ``path``, written through the temporary's own descriptor (one open)."""
+    with _staged(path, before_rename) as (descriptor, _), os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+        if fsync:
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: Path, data: Any, *, indent: int = 2) -> None:

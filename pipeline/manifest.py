@@ -17,7 +17,7 @@ from pipeline.atomic import write_json_atomic
 from pipeline.sweep import Sweep
 
 MANIFEST = "manifest.json"
-_PACKAGES = ("flowstate", "ray", "pyarrow", "duckdb", "mlflow", "pydantic", "openai", "llama_cpp_python", "vllm")
+_PACKAGES = ("flowstate", "ray", "pyarrow", "duckdb", "mlflow", "pydantic", "aiohttp", "llama_cpp_python", "vllm")
 
 
 @cache

@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import itertools
 import json
 import os
 import random
 import re
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, Literal, Protocol, TypeVar
-
-import httpx
-import openai
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Embeddings, SamplingOverride, TokenUsage
 from pipeline.llm.errors import ModelError, ModelRequestError, ModelUnavailableError
+from pipeline.llm.http import HttpConnectionError, HttpReplyError, HttpStatusError, post_json
 from pipeline.llm.prefix import PrefixMemory, PromptLedger, estimate_cached_tokens, render_prompt
 from pipeline.llm.settings import ClientSettings, Engine, RetryPolicy, SamplingParams
 from pipeline.llm.token_ids import TokenSource
@@ -40,8 +37,6 @@ _OVERFLOW = re.compile(
 _RETRY_STATUS = frozenset({408, 409, 429})
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _REDACTED = "***"
-
-T = TypeVar("T")
 
 
 class Endpoints(Protocol):
@@ -90,31 +85,11 @@ class FixedEndpoint:
         """No per-conversation state."""
 
 
-class _PerLoop(Generic[T]):
-    """Objects bound to an event loop (HTTP pools, semaphores), one per loop and key.
-
-    Ray runs each concurrency group of an async actor on its own loop, and asyncio objects must not
-    cross loops, so "per process" in practice means "per process and loop".
-    """
-
-    def __init__(self) -> None:
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, T]] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def get(self, key: Any, factory: Callable[[], T]) -> T:
-        objects = self._by_loop.setdefault(asyncio.get_running_loop(), {})
-        if key not in objects:
-            objects[key] = factory()
-        return objects[key]
-
-
-_HTTP_CLIENTS: _PerLoop[openai.AsyncOpenAI] = _PerLoop()
-# httpx's connection pool scans every connection for every request: with hundreds in flight
-# that doubled the client's CPU per call here, so calls to one server rotate over a few pools.
-_POOL_SHARDS = 8
-_SHARD = itertools.count()
-_IN_FLIGHT: _PerLoop[asyncio.Semaphore] = _PerLoop()
+# One in-flight semaphore per event loop and limit key (asyncio objects must not cross loops; Ray
+# runs each concurrency group of an async actor on a loop of its own).
+_IN_FLIGHT: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def response_format(engine: Engine, schema: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
@@ -127,10 +102,9 @@ def response_format(engine: Engine, schema: Mapping[str, Any], *, strict: bool =
 
 def is_context_overflow(exc: BaseException) -> bool:
     """A 4xx whose error text says the prompt does not fit the context window."""
-    if not isinstance(exc, openai.APIStatusError) or not 400 <= exc.status_code < 500:
+    if not isinstance(exc, HttpStatusError) or not 400 <= exc.status_code < 500:
         return False
-    body = exc.body if exc.body is not None else ""
-    return bool(_OVERFLOW.search(f"{exc.message} {json.dumps(body, default=str)}"))
+    return bool(_OVERFLOW.search(f"{exc.message} {json.dumps(exc.body, default=str)}"))
 
 
 def backoff_delay(attempt: int, retry: RetryPolicy, rng: random.Random | None = None) -> float:
@@ -141,11 +115,7 @@ def backoff_delay(attempt: int, retry: RetryPolicy, rng: random.Random | None = 
 
 def _retry_after(exc: BaseException, retry: RetryPolicy) -> float:
     """The server's Retry-After (seconds form), capped at the policy's longest backoff."""
-    response = getattr(exc, "response", None)
-    try:
-        value = float(response.headers.get("retry-after", 0)) if response is not None else 0.0
-    except ValueError:
-        return 0.0
+    value = exc.retry_after if isinstance(exc, HttpStatusError) and exc.retry_after is not None else 0.0
     return min(max(value, 0.0), retry.max_backoff_s)
 
 
@@ -154,13 +124,13 @@ Outcome = Literal["overflow", "reject", "retry", "reroute"]
 
 def classify(exc: BaseException) -> Outcome | None:
     """What to do about an exception from one attempt; ``None``: not ours, let it propagate."""
-    if isinstance(exc, (TimeoutError, openai.APIConnectionError)):
+    if isinstance(exc, (TimeoutError, HttpConnectionError)):
         return "reroute"
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, HttpStatusError):
         if exc.status_code >= 500 or exc.status_code in _RETRY_STATUS:
             return "retry"  # first: a 429 "too many tokens per minute" is no overflow
         return "overflow" if is_context_overflow(exc) else "reject"
-    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError)):
+    if isinstance(exc, HttpReplyError):
         return "retry"  # a garbled 200: a proxy or a crashing server, worth another try
     return None
 
@@ -179,8 +149,8 @@ class OpenAIClient:
     """What every call to an OpenAI-compatible server shares: routing, the in-flight limit, timeouts,
     retries with backoff, and a key read from the environment.
 
-    The API key is read from the environment variable ``api_key_env`` when a connection pool is
-    made; it is never stored on this object, logged, or left in exception texts.
+    The API key is read from the environment variable ``api_key_env`` at each call; it is never
+    stored on this object, logged, or left in exception texts.
     """
 
     def __init__(
@@ -216,14 +186,10 @@ class OpenAIClient:
         for attempt in range(retry.max_attempts):
             url = await self.endpoints.acquire()
             try:
-                async with _IN_FLIGHT.get(self.limit_key, self._semaphore):
+                async with self._semaphore():
                     started = time.perf_counter()
                     async with asyncio.timeout(self.settings.timeout_s):
-                        # openai's documented raw path: the body goes out as built, and the reply
-                        # comes back as JSON, without the library's per-call typing work (several
-                        # ms of CPU per call at high concurrency); errors are the library's own.
-                        raw = await self._http(url).post(path, body=body, cast_to=httpx.Response)
-                        response = raw.json()
+                        response = await post_json(url, path, body, api_key=self._api_key())
                     return response, url, time.perf_counter() - started
             except Exception as exc:  # noqa: BLE001 - sorted by classify(), the rest re-raised
                 outcome = classify(exc)
@@ -254,18 +220,17 @@ class OpenAIClient:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     def _semaphore(self) -> asyncio.Semaphore:
-        return asyncio.Semaphore(self.settings.max_in_flight)
+        semaphores = _IN_FLIGHT.setdefault(asyncio.get_running_loop(), {})
+        if self.limit_key not in semaphores:
+            semaphores[self.limit_key] = asyncio.Semaphore(self.settings.max_in_flight)
+        return semaphores[self.limit_key]
 
-    def _http(self, url: str) -> openai.AsyncOpenAI:
-        def make() -> openai.AsyncOpenAI:
-            key = self._secret()
-            if self.api_key_env and not key:
-                raise ModelError(f"environment variable {self.api_key_env} (API key) is not set")
-            return openai.AsyncOpenAI(
-                base_url=url, api_key=key or "EMPTY", max_retries=0, timeout=self.settings.timeout_s
-            )
+    def _api_key(self) -> str:
+        key = self._secret()
+        if self.api_key_env and not key:
+            raise ModelError(f"environment variable {self.api_key_env} (API key) is not set")
+        return key or "EMPTY"
 
-        return _HTTP_CLIENTS.get((url, self.api_key_env, next(_SHARD) % _POOL_SHARDS), make)
 
 class ChatClient(OpenAIClient):
     """``Policy`` over an OpenAI-compatible server (vLLM, llama.cpp, OpenAI, the stub server)."""
@@ -346,8 +311,6 @@ class ChatClient(OpenAIClient):
             served_by=url,
         )
 
-
-
     async def _account(self, url: str, messages: Sequence[ChatMessage], text: str) -> tuple[int | None, int | None]:
         """This call's reusable prefix and physical limit (None, None when the ids cannot be had)."""
         assert self.tokens is not None
@@ -357,7 +320,7 @@ class ChatClient(OpenAIClient):
             added = 0
             for piece in self._ledger.added(messages):
                 added += len(await self.tokens.text_ids(url, piece))
-        except (httpx.HTTPError, ValueError, OSError):
+        except (HttpStatusError, HttpConnectionError, TimeoutError, ValueError, OSError):
             return None, None
         return self._ledger.account(url, prompt_ids, completion_ids, messages, text, added)
 

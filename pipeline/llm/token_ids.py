@@ -9,13 +9,13 @@ tokens. Other engines: none (the figures stay null).
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Sequence
 from typing import Protocol
 
-import httpx
-
 from flowstate import ChatMessage
+from pipeline.llm.http import post_json
+
+_TOKENIZE_TIMEOUT_S = 30.0
 
 
 class TokenSource(Protocol):
@@ -41,18 +41,6 @@ class LocalTokens:
         return chat_tokenizer(self.gguf).ids(text)
 
 
-# One HTTP pool per event loop (asyncio objects must not cross loops; Ray runs an actor's
-# concurrency groups on loops of their own).
-_HTTP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
-
-
-def _http() -> httpx.AsyncClient:
-    loop = asyncio.get_running_loop()
-    if loop not in _HTTP:
-        _HTTP[loop] = httpx.AsyncClient(timeout=30.0)
-    return _HTTP[loop]
-
-
 class VllmTokens:
     """vLLM: ``POST /tokenize`` at the server's root (beside ``/v1``)."""
 
@@ -61,9 +49,9 @@ class VllmTokens:
 
     async def _tokens(self, url: str, body: dict[str, object]) -> list[int]:
         root = url[: -len("/v1")] if url.endswith("/v1") else url
-        response = await _http().post(f"{root}/tokenize", json={"model": self.model, **body})
-        response.raise_for_status()
-        tokens = response.json().get("tokens")
+        async with asyncio.timeout(_TOKENIZE_TIMEOUT_S):
+            reply = await post_json(root, "/tokenize", {"model": self.model, **body}, api_key="EMPTY")
+        tokens = reply.get("tokens") if isinstance(reply, dict) else None
         if not isinstance(tokens, list):
             raise ValueError(f"{root}/tokenize answered no token list")
         return [int(t) for t in tokens]

@@ -1,8 +1,6 @@
-"""Trajectory storage: explicit Parquet schemas, atomic per-episode files, visibility of compacted files, DuckDB reads."""
+"""Trajectory storage: explicit Parquet schemas, atomic per-episode files, visibility of compacted
+files, DuckDB reads.
 
-from pipeline.store.reader import done_episodes
-from pipeline.store.schema import SCHEMA_VERSION, SCHEMAS, TABLES
-from pipeline.store.writer import episode_file, write_episode, write_parquet_atomic
-
-__all__ = ["SCHEMAS", "SCHEMA_VERSION", "TABLES", "done_episodes", "episode_file", "write_episode",
-           "write_parquet_atomic"]
+Nothing is imported here: episode actors write rows and never read them, so importing a writer
+must not load DuckDB (import the submodules).
+"""

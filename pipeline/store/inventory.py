@@ -47,9 +47,13 @@ def record_path(data_file: Path) -> Path:
 
 def record_file(written: Path, final: Path, episodes: Iterable[str]) -> None:
     """Account for ``written`` (a complete temporary) under the name it is about to get, ``final``."""
-    record = FileRecord(rows=pq.read_metadata(written).num_rows, bytes=written.stat().st_size,
-                        sha256=sha256_file(written), episodes=sorted(episodes))
-    write_text_atomic(record_path(final), record.model_dump_json())
+    write_record(final, FileRecord(rows=pq.read_metadata(written).num_rows, bytes=written.stat().st_size,
+                                   sha256=sha256_file(written), episodes=sorted(episodes)))
+
+
+def write_record(data_file: Path, record: FileRecord) -> None:
+    """Store ``record`` as the inventory record of ``data_file``."""
+    write_text_atomic(record_path(data_file), record.model_dump_json())
 
 
 def forget_file(data_file: Path) -> None:

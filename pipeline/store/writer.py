@@ -10,7 +10,9 @@ overwritten, not duplicated).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.atomic import write_atomic, write_bytes_atomic
-from pipeline.store.inventory import forget_file, record_file, record_path
+from pipeline.store.inventory import FileRecord, forget_file, record_file, record_path, write_record
 from pipeline.store.schema import SCHEMAS
 
 # Order matters: "episodes" last (see module docstring).
@@ -40,16 +42,45 @@ SMALL_FILE_OPTIONS: Mapping[str, Any] = {"compression": "snappy", "use_dictionar
 LARGE_FILE_OPTIONS: Mapping[str, Any] = {"compression": "zstd"}
 
 
-def write_parquet_atomic(path: Path, table: pa.Table, episodes: Iterable[str],
-                         options: Mapping[str, Any] = LARGE_FILE_OPTIONS) -> None:
+def write_parquet_atomic(path: Path, table: pa.Table, episodes: Iterable[str]) -> None:
     """Write ``table`` to ``path`` via a hidden temporary file and an atomic rename, with its
-    inventory record (it holds ``episodes``) written in between."""
+    inventory record (it holds ``episodes``) written in between. Streams to disk (compacted parts)."""
+    _keeping_record(path, lambda: write_atomic(path, lambda tmp: pq.write_table(table, tmp, **LARGE_FILE_OPTIONS),
+                                               before_rename=lambda tmp: record_file(tmp, path, episodes)))
+
+
+@dataclass(frozen=True)
+class EncodedFile:
+    """A per-episode file built in memory, with the record it gets: encoding is CPU work and
+    writing is I/O, so a caller can do the one on its event loop and the other on a thread."""
+
+    path: Path
+    data: memoryview
+    record: FileRecord
+
+
+def encode_small_parquet(path: Path, table: pa.Table, episodes: Iterable[str]) -> EncodedFile:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, **SMALL_FILE_OPTIONS)
+    data = memoryview(sink.getvalue())
+    return EncodedFile(path, data, FileRecord(rows=table.num_rows, bytes=len(data),
+                                              sha256=hashlib.sha256(data).hexdigest(), episodes=sorted(episodes)))
+
+
+def write_encoded_atomic(file: EncodedFile) -> None:
+    """:func:`write_parquet_atomic` for an encoded file: its record comes from the bytes written
+    (no second read) and the file costs one open."""
+    _keeping_record(file.path, lambda: write_bytes_atomic(
+        file.path, file.data, before_rename=lambda _: write_record(file.path, file.record)))
+
+
+def _keeping_record(path: Path, write: Callable[[], None]) -> None:
+    """Run ``write``; if it fails, the file stayed as it was, and so does its record."""
     record = record_path(path)
     previous = record.read_bytes() if record.exists() else None  # a file rewritten in place (regrade)
     try:
-        write_atomic(path, lambda tmp: pq.write_table(table, tmp, **options),
-                     before_rename=lambda tmp: record_file(tmp, path, episodes))
-    except BaseException:  # the file stayed as it was: so does its record
+        write()
+    except BaseException:
         if previous is not None:
             write_bytes_atomic(record, previous)
         elif not path.exists():
@@ -57,16 +88,34 @@ def write_parquet_atomic(path: Path, table: pa.Table, episodes: Iterable[str],
         raise
 
 
-def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[str, Sequence[dict[str, Any]]]) -> None:
-    """Write one episode's rows of every table (a table may have no rows, e.g. a failed episode)."""
+EncodedEpisode = list[tuple[Path, EncodedFile | None]]
+
+
+def encode_episode(sweep_dir: Path, cell_id: str, episode_id: str,
+                   rows: Mapping[str, Sequence[dict[str, Any]]]) -> EncodedEpisode:
+    """Every table's file of one episode, in write order (``None``: the table has no rows, e.g. a
+    failed episode, and an earlier attempt's file must go)."""
     unknown = set(rows) - set(SCHEMAS)
     if unknown:
         raise ValueError(f"unknown tables {sorted(unknown)}")
+    encoded: EncodedEpisode = []
     for name in WRITE_ORDER:
         table_rows = rows.get(name, ())
         path = episode_file(sweep_dir, name, cell_id, episode_id)
-        if not table_rows:
+        table = pa.Table.from_pylist(list(table_rows), schema=SCHEMAS[name]) if table_rows else None
+        encoded.append((path, encode_small_parquet(path, table, [episode_id]) if table is not None else None))
+    return encoded
+
+
+def store_episode(encoded: EncodedEpisode) -> None:
+    """Write an encoded episode's files in order (the episodes file last)."""
+    for path, file in encoded:
+        if file is None:
             forget_file(path)  # a retried episode may have left rows from an earlier attempt
-            continue
-        write_parquet_atomic(path, pa.Table.from_pylist(list(table_rows), schema=SCHEMAS[name]), [episode_id],
-                             SMALL_FILE_OPTIONS)
+        else:
+            write_encoded_atomic(file)
+
+
+def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[str, Sequence[dict[str, Any]]]) -> None:
+    """Write one episode's rows of every table (a table may have no rows, e.g. a failed episode)."""
+    store_episode(encode_episode(sweep_dir, cell_id, episode_id, rows))

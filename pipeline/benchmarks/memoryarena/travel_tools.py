@@ -10,12 +10,13 @@ import re
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from pipeline.benchmarks.memoryarena.data import MemoryArenaDataError, data_root
 from pipeline.data import sha256_file
+
+if TYPE_CHECKING:  # pandas is imported where the tables are read: every process loads this module
+    import pandas as pd
 
 TABLES: dict[str, str] = {
     "flights": "flights/clean_Flights_2022.csv",
@@ -77,6 +78,8 @@ class TravelDB:
     """The tables, as pandas reads them (loaded once per process per directory)."""
 
     def __init__(self, root: Path, flights: Path) -> None:
+        import pandas as pd
+
         self.flights = pd.read_csv(flights).dropna()
         self.restaurants = pd.read_csv(root / TABLES["restaurants"]).dropna()
         self.accommodations = pd.read_csv(root / TABLES["accommodations"]).dropna()
@@ -147,7 +150,7 @@ class TravelTools:
         df = self.db.distance
         rows = df[(df["origin"] == origin) & (df["destination"] == destination)]
         cost = duration = distance = None
-        if len(rows) and not pd.isna(rows.iloc[0]["duration"]) and not pd.isna(rows.iloc[0]["distance"]):
+        if len(rows) and rows.iloc[0][["duration", "distance"]].notna().all():
             duration, distance = rows.iloc[0]["duration"], rows.iloc[0]["distance"]
             if "day" not in duration:
                 km = float(distance.replace("km", "").replace(",", ""))

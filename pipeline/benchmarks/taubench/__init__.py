@@ -27,7 +27,6 @@ from pipeline.benchmarks.taubench.domains import (
     toolkit_for,
 )
 from pipeline.benchmarks.taubench.episode import GREETING, EpisodeEndedError, TauEpisode, Termination
-from pipeline.benchmarks.taubench.fetch import DEFAULT_BASE_URL, FetchReport, fetch_taubench
 from pipeline.benchmarks.taubench.grading import (
     ActionCheck,
     Basis,
@@ -63,7 +62,6 @@ from pipeline.benchmarks.taubench.user_simulator import (
 __all__ = [
     "AGENT_INSTRUCTION",
     "DATA_ENV_VAR",
-    "DEFAULT_BASE_URL",
     "DOMAINS",
     "GREETING",
     "SHA256",
@@ -77,7 +75,6 @@ __all__ = [
     "Domain",
     "EpisodeDB",
     "EpisodeEndedError",
-    "FetchReport",
     "GoldAction",
     "InitialDB",
     "JudgeOutputError",
@@ -103,7 +100,6 @@ __all__ = [
     "compact_tool_list",
     "data_root",
     "exec_calls",
-    "fetch_taubench",
     "fresh_db",
     "get_task",
     "gold_db_hash",

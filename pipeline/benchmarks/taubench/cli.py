@@ -14,7 +14,8 @@ from pipeline.cli_support import CliError, CliHooks, read_json, write_json
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from pipeline.benchmarks.taubench import DEFAULT_BASE_URL, TauBenchDataError, fetch_taubench
+    from pipeline.benchmarks.taubench import TauBenchDataError
+    from pipeline.benchmarks.taubench.fetch import DEFAULT_BASE_URL, fetch_taubench
 
     try:
         report = fetch_taubench(args.data_dir, base_url=args.base_url or DEFAULT_BASE_URL, derived_from=args.derived_from)

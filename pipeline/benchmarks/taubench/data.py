@@ -8,6 +8,7 @@ would change every score without any visible error.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -71,7 +72,14 @@ def data_root(data_dir: DataDir = None) -> Path:
                 f"No τ-bench data directory: set {DATA_ENV_VAR} to the folder that holds "
                 f"{SUBDIR}/ (or pass data_dir), or run `{FETCH_COMMAND}`."
             )
-    return Path(data_dir).expanduser().resolve() / SUBDIR
+    return _resolved(str(data_dir)) / SUBDIR
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved(data_dir: str) -> Path:
+    """Resolved once per process: episodes look their data up many times, and every resolution
+    is a system call per path component."""
+    return Path(data_dir).expanduser().resolve()
 
 
 def _fix_hint(relative: str) -> str:
@@ -90,6 +98,11 @@ _verified: set[tuple[str, int, int]] = set()
 
 def verified_path(relative: str, data_dir: DataDir = None) -> Path:
     """The path of a data file after checking its SHA-256 (once per process per file version)."""
+    return _verified_version(relative, data_dir)[0]
+
+
+def _verified_version(relative: str, data_dir: DataDir) -> tuple[Path, tuple[str, int, int]]:
+    """The verified file's path and version (path, size, mtime): one ``stat`` when already verified."""
     expected = SHA256[relative]
     path = data_root(data_dir) / relative
     try:
@@ -108,7 +121,7 @@ def verified_path(relative: str, data_dir: DataDir = None) -> Path:
                 f"expected {expected}. {_fix_hint(relative)}"
             )
         _verified.add(key)
-    return path
+    return path, key
 
 
 _parsed: dict[tuple[Callable[[bytes], Any], str, int, int], Any] = {}
@@ -116,9 +129,8 @@ _parsed: dict[tuple[Callable[[bytes], Any], str, int, int], Any] = {}
 
 def load_parsed(relative: str, parse: Callable[[bytes], T], data_dir: DataDir = None) -> T:
     """``parse(file bytes)`` of a verified data file, computed once per process per file version."""
-    path = verified_path(relative, data_dir)
-    stat = path.stat()
-    key = (parse, str(path), stat.st_size, stat.st_mtime_ns)
+    path, version = _verified_version(relative, data_dir)
+    key = (parse, *version)
     if key not in _parsed:
         _parsed[key] = parse(path.read_bytes())
     return _parsed[key]

@@ -1,12 +1,14 @@
-"""Is a model server up: readiness at start-up (blocking), liveness for the router (async)."""
+"""Is a model server up: readiness at start-up (blocking), liveness for the router (async).
+
+httpx is imported where it is used: every episode actor imports this module with the
+deployments and never checks a server (a tenth of a second of start-up per process).
+"""
 
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Callable
-
-import httpx
 
 from pipeline.llm.errors import DeploymentStartError
 
@@ -23,6 +25,8 @@ def wait_until_ready(
     ``exited()`` returns the server's exit status once it has died: then, or at the deadline,
     raise :class:`DeploymentStartError` with the server's log tail.
     """
+    import httpx
+
     started = time.monotonic()
     key = os.environ.get(api_key_env, "") if api_key_env else ""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -48,6 +52,8 @@ def wait_until_ready(
 
 async def is_alive(url: str, timeout_s: float = 5.0) -> bool:
     """Any HTTP answer below 500 from ``url`` within the timeout counts as alive."""
+    import httpx
+
     try:
         async with httpx.AsyncClient(timeout=timeout_s) as http:
             return (await http.get(url)).status_code < 500

@@ -7,7 +7,6 @@ import random
 import time
 from typing import Any
 
-import openai
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,6 +22,7 @@ from pipeline.llm import (
     SamplingParams,
 )
 from pipeline.llm.client import backoff_delay
+from pipeline.llm.http import HttpConnectionError, HttpStatusError
 from pipeline.llm.stub_server import StubServer
 
 HELLO = [ChatMessage(role="system", content="be brief"), ChatMessage(role="user", content="hello there model")]
@@ -73,7 +73,7 @@ def test_5xx_forever_raises_model_unavailable_with_cause(stub: StubServer) -> No
     stub.inject("status", status=500)
     with pytest.raises(ModelUnavailableError) as info:
         asyncio.run(client(stub).complete(HELLO))
-    assert isinstance(info.value.cause, openai.InternalServerError)
+    assert isinstance(info.value.cause, HttpStatusError) and info.value.cause.status_code == 500
     assert info.value.__cause__ is info.value.cause
     assert len(stub.requests) == FAST_RETRY.max_attempts
 
@@ -103,7 +103,7 @@ def test_unreachable_server_is_unavailable() -> None:
     c = ChatClient(url, "m", settings=ClientSettings(retry=FAST_RETRY))
     with pytest.raises(ModelUnavailableError) as info:
         asyncio.run(c.complete(HELLO))
-    assert isinstance(info.value.cause, openai.APIConnectionError)
+    assert isinstance(info.value.cause, HttpConnectionError)
 
 
 OVERFLOW_MESSAGES = {
@@ -134,7 +134,8 @@ def test_other_4xx_is_rejected_without_retry(stub: StubServer) -> None:
     stub.inject("status", status=404, message="The model `nope` does not exist.")
     with pytest.raises(ModelRequestError) as info:
         asyncio.run(client(stub).complete(HELLO))
-    assert isinstance(info.value.cause, openai.NotFoundError)
+    assert isinstance(info.value.cause, HttpStatusError) and info.value.cause.status_code == 404
+    assert "The model `nope` does not exist." in str(info.value)
     assert len(stub.requests) == 1
 
 
@@ -274,3 +275,31 @@ def test_vllm_token_ids_from_tokenize_give_the_reusable_prefix_and_the_physical_
     # an engine without a tokenize endpoint records nothing
     plain = asyncio.run(client(stub).complete(HELLO)).usage
     assert (plain.reusable_prefix_tokens, plain.physical_limit_tokens) == (None, None)
+
+
+def test_reply_cut_off_mid_body_is_a_connection_error_and_retried() -> None:
+    """A server that promises 200 bytes, sends a few and hangs up: retried, then unavailable."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    served = []
+
+    def serve() -> None:
+        for _ in range(FAST_RETRY.max_attempts):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"cho")
+                served.append(1)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    c = ChatClient(f"http://127.0.0.1:{port}/v1", "m", settings=ClientSettings(retry=FAST_RETRY))
+    with pytest.raises(ModelUnavailableError) as info:
+        asyncio.run(c.complete(HELLO))
+    thread.join(5)
+    listener.close()
+    assert isinstance(info.value.cause, HttpConnectionError)
+    assert len(served) == FAST_RETRY.max_attempts

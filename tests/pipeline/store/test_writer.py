@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import io
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline import atomic
 from pipeline.store import writer
+from pipeline.store.inventory import FileRecord, read_record, record_path
 from pipeline.store.reader import done_episodes
 from pipeline.store.writer import WRITE_ORDER, episode_file, write_episode, write_parquet_atomic
 from tests.pipeline.analysis.builder import SweepBuilder, table_of
@@ -24,10 +30,9 @@ def rows_for(builder: SweepBuilder, tables: tuple[str, ...]) -> tuple[dict, dict
 
 def test_every_table_is_written_with_the_episodes_file_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     written: list[str] = []
-    real = writer.write_parquet_atomic
-    monkeypatch.setattr(writer, "write_parquet_atomic",
-                        lambda path, table, episodes, options: (written.append(path.parts[-3]),
-                                                                real(path, table, episodes, options)))
+    real = writer.write_encoded_atomic
+    monkeypatch.setattr(writer, "write_encoded_atomic",
+                        lambda file: (written.append(file.path.parts[-3]), real(file)))
     ids, rows = rows_for(SweepBuilder(tmp_path), WRITE_ORDER)
     write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
     assert written == list(WRITE_ORDER) and written[-1] == "episodes"
@@ -57,6 +62,32 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path: Path,
     monkeypatch.undo()
     assert pq.read_table(path).column("status").to_pylist() == ["completed"]
     assert [p.name for p in path.parent.iterdir()] == ["f.parquet"]
+
+
+def test_an_episode_file_whose_write_fails_keeps_the_old_file_and_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built in memory and written through one descriptor: a failure part-way (here the disk
+    filling up as the bytes go out) leaves the earlier attempt's file, its record, and no temporary."""
+    ids, rows = rows_for(SweepBuilder(tmp_path), ("steps",))
+    write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
+    path = episode_file(tmp_path, "steps", ids["cell_id"], ids["episode_id"])
+    before, record_before = path.read_bytes(), record_path(path).read_bytes()
+
+    class FillsUp(io.FileIO):
+        def write(self, data: Any) -> int:
+            super().write(bytes(data)[:10])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fdopen", lambda descriptor, mode: FillsUp(descriptor, "wb"))
+    with pytest.raises(OSError, match="No space left"):
+        writer.write_encoded_atomic(writer.encode_small_parquet(path, table_of("steps", rows["steps"] * 2),
+                                                                [ids["episode_id"]]))
+    monkeypatch.undo()
+    assert path.read_bytes() == before and record_path(path).read_bytes() == record_before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert read_record(path) == FileRecord(rows=len(rows["steps"]), bytes=len(before),
+                                           sha256=hashlib.sha256(before).hexdigest(), episodes=[ids["episode_id"]])
 
 
 def test_unknown_tables_are_refused(tmp_path: Path) -> None:

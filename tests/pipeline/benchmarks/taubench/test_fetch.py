@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.benchmarks.taubench import SHA256, TauBenchDataError, fetch_taubench, load_tasks, tool_schemas
+from pipeline.benchmarks.taubench import SHA256, TauBenchDataError, load_tasks, tool_schemas
 from pipeline.benchmarks.taubench.data import UPSTREAM_PATHS
+from pipeline.benchmarks.taubench.fetch import fetch_taubench
 
 from .conftest import data_dir
 from .synthetic_tools import write_sources

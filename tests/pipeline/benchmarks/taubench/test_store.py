@@ -70,6 +70,23 @@ def test_hash_after_changes_equals_full_dump(airline: Session, retail: Session) 
         assert session.db.canonical_hash() != gold_hashes()[session.db.domain]["initial_hash"]
 
 
+def test_remembered_hashes_follow_every_change_of_a_record(airline: Session) -> None:
+    """Hashes are remembered per database state: a state reached again reuses its hash, and a
+    record changed again after hashing (same keys, new contents) is a new state."""
+    airline.ok("update_reservation_baggages", reservation_id="4WQ150", total_baggages=6, nonfree_baggages=0,
+               payment_id="gift_card_3576581")
+    first = airline.db.canonical_hash()
+    assert first == airline.slow_hash()
+    airline.ok("update_reservation_baggages", reservation_id="4WQ150", total_baggages=7, nonfree_baggages=0,
+               payment_id="gift_card_3576581")
+    second = airline.db.canonical_hash()
+    assert second == airline.slow_hash() and second != first
+    again = new_session("airline")
+    again.ok("update_reservation_baggages", reservation_id="4WQ150", total_baggages=6, nonfree_baggages=0,
+             payment_id="gift_card_3576581")
+    assert again.db.canonical_hash() == first == again.slow_hash()
+
+
 def test_new_records_are_appended_and_sorted_into_the_hash(airline: Session) -> None:
     user = raw_db("airline")["users"]["mei_hernandez_8984"]
     flight = raw_db("airline")["flights"]["HAT014"]["dates"]["2024-05-20"]
