@@ -56,12 +56,14 @@ def _parse(raw: bytes) -> Any:
         return None
 
 
-async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+async def _close_with_loop(sessions: dict[tuple[str, str], Any], key: tuple[str, str]) -> AsyncIterator[None]:
     """Started once per session: ``asyncio.run`` finalises pending async generators as its loop
-    ends, which closes the session on the loop that owns it (no "unclosed session" noise)."""
+    ends, which closes the session on the loop that owns it (no "unclosed session" noise) and
+    drops it, so the finished loop can be freed."""
     try:
         yield
     finally:
+        session, _ = sessions.pop(key)
         await session.close()
 
 
@@ -85,9 +87,9 @@ class _Pools:
                 headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"},
                 skip_auto_headers=("User-Agent",),
             )
-            closer = _close_with_loop(session)
-            await anext(closer)
+            closer = _close_with_loop(sessions, key)
             sessions[key] = (session, closer)
+            await anext(closer)
         return sessions[key][0]
 
 

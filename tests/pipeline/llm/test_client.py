@@ -303,3 +303,21 @@ def test_reply_cut_off_mid_body_is_a_connection_error_and_retried() -> None:
     listener.close()
     assert isinstance(info.value.cause, HttpConnectionError)
     assert len(served) == FAST_RETRY.max_attempts
+
+
+def test_connection_pools_close_with_their_event_loop(stub: StubServer) -> None:
+    """One keep-alive pool per loop and server; when ``asyncio.run`` ends, its pool is closed and
+    forgotten (nothing "unclosed" is left for the garbage collector to complain about)."""
+    from pipeline.llm import http
+
+    seen: list[Any] = []
+
+    async def call() -> None:
+        await client(stub).complete(HELLO)
+        await client(stub).complete(HELLO)  # the same pool
+        seen.append(dict(http._POOLS._by_loop[asyncio.get_running_loop()]))
+
+    asyncio.run(call())
+    (session, _), = seen[0].values()
+    assert session.closed
+    assert not any(sessions for sessions in http._POOLS._by_loop.values())
