@@ -2,7 +2,7 @@
 
 Ideal throughput at concurrency c with a fixed server delay d is c / d calls per second. Two
 figures per level: the stub server alone (driven by a minimal keep-alive HTTP/1.1 client, so the
-server is what is measured) and through ``ChatClient`` (the openai library's per-call cost added).
+server is what is measured) and through ``ChatClient`` (the client's per-call cost added).
 The stub runs in its own process, as a real server would.
 
     .venv/bin/python benchmarks/llm_stub_capacity.py [--delay 0.2] [--seconds 5]

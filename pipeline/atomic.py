@@ -51,11 +51,20 @@ def write_atomic(path: Path, write: Callable[[Path], None], *, fsync: bool = Fal
 def write_bytes_atomic(path: Path, data: bytes | memoryview, *, fsync: bool = False,
                        before_rename: Callable[[Path], None] | None = None) -> None:
     """``data`` as the whole of ``path``, written through the temporary's own descriptor (one open)."""
-    with _staged(path, before_rename) as (descriptor, _), os.fdopen(descriptor, "wb") as handle:
-        handle.write(data)
-        if fsync:
-            handle.flush()
-            os.fsync(handle.fileno())
+    with _staged(path, before_rename) as (descriptor, _):
+        try:
+            _write_all(descriptor, data)
+            if fsync:
+                os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def _write_all(descriptor: int, data: bytes | memoryview) -> None:
+    """``os.write`` until every byte is out (it may write fewer than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view):]
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +74,11 @@ def test_an_episode_file_whose_write_fails_keeps_the_old_file_and_its_record(
     path = episode_file(tmp_path, "steps", ids["cell_id"], ids["episode_id"])
     before, record_before = path.read_bytes(), record_path(path).read_bytes()
 
-    class FillsUp(io.FileIO):
-        def write(self, data: Any) -> int:
-            super().write(bytes(data)[:10])
-            raise OSError(errno.ENOSPC, "No space left on device")
+    def fills_up(descriptor: int, data: Any) -> None:
+        os.write(descriptor, bytes(data)[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(atomic.os, "fdopen", lambda descriptor, mode: FillsUp(descriptor, "wb"))
+    monkeypatch.setattr(atomic, "_write_all", fills_up)
     with pytest.raises(OSError, match="No space left"):
         writer.write_encoded_atomic(writer.encode_small_parquet(path, table_of("steps", rows["steps"] * 2),
                                                                 [ids["episode_id"]]))
