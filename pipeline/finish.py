@@ -10,28 +10,45 @@ from pathlib import Path
 
 from rich.console import Console
 
+from pipeline.manifest import finished_steps, record_finished
 
-def finish_sweep(sweep_dir: Path, console: Console) -> tuple[str | None, str | None, list[str]]:
-    """Compact, then log; returns (MLflow parent run id, tracking URI, what failed and how to retry)."""
-    from pipeline.analysis.compact import compact
-    from pipeline.analysis.tracking import log_sweep
 
+def finish_sweep(sweep_dir: Path, console: Console, *, skip_finished: bool = False) -> tuple[str | None, str | None, list[str]]:
+    """Compact, then log; returns (MLflow parent run id, tracking URI, what failed and how to retry).
+    ``skip_finished``: nothing changed since the last run, so the steps the manifest records as done
+    are not done again (neither MLflow nor the files are touched); an unfinished one still runs."""
+    finished = finished_steps(sweep_dir) if skip_finished else {}
     errors: list[str] = []
     run_id = uri = None
-    try:
-        c = compact(sweep_dir)
-        console.print(f"compacted {c.files_merged} files into {c.parts_written} parts ({c.rows_written:,} rows) "
-                      f"in {c.duration_s:.1f}s")
-    except Exception as exc:  # noqa: BLE001 - reported, and the per-episode files are intact
-        errors.append(f"compaction failed ({exc}); run `flowstate compact {sweep_dir}` to retry")
-    try:
-        with console.status("logging to MLflow"):
-            t = log_sweep(sweep_dir)
-        run_id, uri = t.parent_run_id, t.tracking_uri
-        console.print(f"MLflow: run {t.parent_run_id} ({len(t.child_run_ids)} cells, {t.metrics_logged} metrics, "
-                      f"{t.traces_logged} traces) at {t.tracking_uri} in {t.duration_s:.1f}s")
-    except Exception as exc:  # noqa: BLE001 - e.g. a tracking server that is down; the results are on disk
-        errors.append(f"MLflow logging failed ({type(exc).__name__}: {exc}); run `flowstate track {sweep_dir}` to retry")
+    if "compacted" in finished:
+        console.print(f"already compacted ({finished['compacted']['at']})")
+    else:
+        from pipeline.analysis.compact import compact
+
+        try:
+            c = compact(sweep_dir)
+            record_finished(sweep_dir, "compacted")
+            console.print(f"compacted {c.files_merged} files into {c.parts_written} parts ({c.rows_written:,} rows) "
+                          f"in {c.duration_s:.1f}s")
+        except Exception as exc:  # noqa: BLE001 - reported, and the per-episode files are intact
+            errors.append(f"compaction failed ({exc}); run `flowstate compact {sweep_dir}` to retry")
+    tracked = finished.get("tracked")
+    if tracked is not None:
+        run_id, uri = tracked.get("run_id"), tracked.get("tracking_uri")
+        console.print(f"already logged to MLflow: run {run_id} at {uri} ({tracked['at']})")
+    else:
+        from pipeline.analysis.tracking import log_sweep
+
+        try:
+            with console.status("logging to MLflow"):
+                t = log_sweep(sweep_dir)
+            run_id, uri = t.parent_run_id, t.tracking_uri
+            record_finished(sweep_dir, "tracked", run_id=run_id, tracking_uri=uri)
+            console.print(f"MLflow: run {t.parent_run_id} ({len(t.child_run_ids)} cells, {t.metrics_logged} metrics, "
+                          f"{t.traces_logged} traces) at {t.tracking_uri} in {t.duration_s:.1f}s")
+        except Exception as exc:  # noqa: BLE001 - e.g. a tracking server that is down; the results are on disk
+            errors.append(f"MLflow logging failed ({type(exc).__name__}: {exc}); run `flowstate track {sweep_dir}` "
+                          "to retry")
     for error in errors:
         console.print(f"[red]{error}[/red]")
     return run_id, uri, errors

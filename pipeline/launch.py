@@ -91,7 +91,8 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
     console.print(f"sweep {sweep.sweep_id}: {len(sweep.cells)} cells, {len(sweep.episodes)} episodes, "
                   f"{len(plan.done)} already done, {len(plan.todo)} to run -> {sweep_dir}")
     started_at = datetime.now(UTC)
-    write_manifest(sweep, sweep_dir, job_path=job_path)
+    changes = bool(plan.todo or plan.retry)
+    write_manifest(sweep, sweep_dir, job_path=job_path, unfinished=changes)
     progress, interrupted = dispatch(plan, address=address, console=console, on_started=lambda deployments: write_manifest(
         sweep, sweep_dir, job_path=job_path, deployments=deployments))
     result = SweepResult(
@@ -107,5 +108,6 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
         console.print(f"not compacted or logged to MLflow (interrupted): resume, or run `flowstate compact {sweep_dir}` "
                       f"and `flowstate track {sweep_dir}`")
     else:
-        result.mlflow_run_id, result.tracking_uri, result.finish_errors = finish_sweep(sweep_dir, console)
+        result.mlflow_run_id, result.tracking_uri, result.finish_errors = finish_sweep(
+            sweep_dir, console, skip_finished=not changes)
     return result

@@ -11,12 +11,15 @@ from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pipeline.atomic import write_json_atomic
 from pipeline.sweep import Sweep
 
 MANIFEST = "manifest.json"
+# The finishing steps done since the episodes last changed (a rerun with nothing to do skips them).
+FINISHED = "finished"
+FinishingStep = Literal["compacted", "tracked"]
 _PACKAGES = ("flowstate", "ray", "pyarrow", "duckdb", "mlflow", "pydantic", "aiohttp", "llama_cpp_python", "vllm")
 
 
@@ -88,8 +91,9 @@ def check_manifest_belongs(sweep_dir: Path, sweep_id: str) -> None:
 
 
 def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments: dict[str, Any] | None = None,
-                   run: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Create or update the manifest; earlier runs of the same sweep are kept in ``runs``."""
+                   run: dict[str, Any] | None = None, unfinished: bool = False) -> dict[str, Any]:
+    """Create or update the manifest; earlier runs of the same sweep are kept in ``runs``.
+    ``unfinished``: episodes are about to change, so compaction and tracking are owed again."""
     previous = read_manifest(sweep_dir) or {}
     manifest = {
         "sweep_id": sweep.sweep_id,
@@ -105,6 +109,7 @@ def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments
         "episodes": len(sweep.episodes),
         "deployments": deployments or previous.get("deployments", {}),
         "mlflow_run_id": previous.get("mlflow_run_id"),
+        FINISHED: {} if unfinished else previous.get(FINISHED, {}),
         "runs": previous.get("runs", []) + ([run] if run else []),
     }
     write_json_atomic(sweep_dir / MANIFEST, manifest)
@@ -118,3 +123,27 @@ def record_mlflow_run(sweep_dir: Path, run_id: str) -> None:
         return
     manifest["mlflow_run_id"] = run_id
     write_json_atomic(sweep_dir / MANIFEST, manifest)
+
+
+def finished_steps(sweep_dir: Path) -> dict[str, dict[str, Any]]:
+    """The finishing steps done since the episodes last changed: ``{step: {"at": ..., ...}}``."""
+    manifest = read_manifest(sweep_dir) or {}
+    finished = manifest.get(FINISHED)
+    return finished if isinstance(finished, dict) else {}
+
+
+def record_finished(sweep_dir: Path, step: FinishingStep, **details: Any) -> None:
+    """Note that ``step`` finished over the sweep's current episodes (no manifest: nothing to do)."""
+    manifest = read_manifest(sweep_dir)
+    if manifest is None:
+        return
+    manifest[FINISHED] = {**finished_steps(sweep_dir), step: {"at": datetime.now(UTC).isoformat(), **details}}
+    write_json_atomic(sweep_dir / MANIFEST, manifest)
+
+
+def forget_finished(sweep_dir: Path) -> None:
+    """The episodes changed outside a run (a regrade): compaction and tracking are owed again."""
+    manifest = read_manifest(sweep_dir)
+    if manifest is not None and manifest.get(FINISHED):
+        manifest[FINISHED] = {}
+        write_json_atomic(sweep_dir / MANIFEST, manifest)

@@ -24,7 +24,7 @@ from pipeline.benchmarks.transcript import TranscriptMessage, TranscriptToolCall
 from pipeline.claim import claim_sweep
 from pipeline.config import JobConfig, parse_job
 from pipeline.episode import grade_episode
-from pipeline.manifest import read_manifest
+from pipeline.manifest import forget_finished, read_manifest
 from pipeline.store.files import PART_META_KEY, table_files
 from pipeline.store.reader import select
 from pipeline.store.rows import grade_columns, request_outcome_rows
@@ -70,6 +70,7 @@ async def regrade(sweep_dir: Path, *, basis: str | None = None, judge: Policy | 
     """Grade every simulated episode of a sweep again; infrastructure failures are left as they are.
     Takes the sweep's claim: it rewrites the episodes table."""
     with claim_sweep(sweep_dir, "grade"):
+        forget_finished(sweep_dir)  # rewritten rows: the compacted parts may stay, MLflow is out of date
         return await _regrade(sweep_dir, basis, judge)
 
 

@@ -75,6 +75,44 @@ def test_oracle_sweep_in_process(ray_local, tmp_path):
     assert_all_passed(result.sweep_dir, 16)
 
 
+def test_a_rerun_with_nothing_to_do_skips_what_finished_and_still_does_what_did_not(
+    ray_local, tmp_path, monkeypatch
+):
+    """Compaction and tracking are recorded in the manifest once done; a rerun that runs nothing
+    does neither again (nor starts Ray), a failed tracking step is done by the next rerun, and
+    episodes that change (a retry, a regrade) make both owed again."""
+    from pipeline.analysis import compact as compact_module
+    from pipeline.analysis import tracking
+    from pipeline.manifest import finished_steps, forget_finished
+
+    job = write_job(tmp_path, agent_deployment={"kind": "scripted", "name": "oracle"})
+    def tracking_down(sweep_dir: Path) -> None:
+        raise ConnectionError("tracking server down")
+
+    real_log = tracking.log_sweep
+    monkeypatch.setattr(tracking, "log_sweep", tracking_down)
+    first = run_sweep(job, out=tmp_path / "runs")
+    assert first.mlflow_run_id is None and set(finished_steps(first.sweep_dir)) == {"compacted"}
+
+    monkeypatch.setattr(tracking, "log_sweep", real_log)
+    monkeypatch.setattr(compact_module, "compact", lambda sweep_dir: pytest.fail("compacted again"))
+    second = run_sweep(job, out=tmp_path / "runs")
+    assert second.mlflow_run_id is not None and not second.finish_errors
+    assert set(finished_steps(first.sweep_dir)) == {"compacted", "tracked"}
+
+    monkeypatch.setattr(tracking, "log_sweep", lambda sweep_dir: pytest.fail("logged again"))
+    monkeypatch.setattr("pipeline.dispatch.init_ray", lambda address: pytest.fail("started Ray"))
+    third = run_sweep(job, out=tmp_path / "runs")
+    assert (third.skipped, third.completed) == (16, 0)
+    assert (third.mlflow_run_id, third.tracking_uri) == (second.mlflow_run_id, second.tracking_uri)
+
+    forget_finished(first.sweep_dir)  # what a regrade does
+    monkeypatch.undo()
+    fourth = run_sweep(job, out=tmp_path / "runs")
+    assert fourth.mlflow_run_id == second.mlflow_run_id  # the same parent run, logged again
+    assert set(finished_steps(first.sweep_dir)) == {"compacted", "tracked"}
+
+
 def test_oracle_sweep_through_a_real_http_server(ray_local, tmp_path):
     # Episode ids depend on the model's identity (engine and name), not on the server's URL.
     probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1",
