@@ -29,7 +29,7 @@ def test_compaction_changes_no_answer_and_a_rerun_starts_nothing(ray_local, tmp_
     job = tmp_path / "compact-me.yaml"
     job.write_text(yaml.safe_dump({**SMALL_ORACLE_JOB, "name": "compact-me"}))
     finish = launch.finish_sweep
-    monkeypatch.setattr(launch, "finish_sweep", lambda sweep_dir, console: (None, None, []))
+    monkeypatch.setattr(launch, "finish_sweep", lambda sweep_dir, console, **options: (None, None, []))
     result = launch.run_sweep(job, out=tmp_path / "runs")
     assert result.completed == 8
     before = answers(result.sweep_dir)
