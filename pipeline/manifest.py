@@ -7,6 +7,7 @@ import hashlib
 import json
 import platform
 import subprocess
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
@@ -116,34 +117,49 @@ def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments
     return manifest
 
 
-def record_mlflow_run(sweep_dir: Path, run_id: str) -> None:
-    """Remember the sweep's MLflow parent run, so that re-logging finds it (no manifest: nothing to do)."""
+def _update(sweep_dir: Path, change: Callable[[dict[str, Any]], bool]) -> None:
+    """Read the manifest once, let ``change`` edit it, write it back if it says so (no manifest: nothing to do)."""
     manifest = read_manifest(sweep_dir)
-    if manifest is None or manifest.get("mlflow_run_id") == run_id:
-        return
-    manifest["mlflow_run_id"] = run_id
-    write_json_atomic(sweep_dir / MANIFEST, manifest)
+    if manifest is not None and change(manifest):
+        write_json_atomic(sweep_dir / MANIFEST, manifest)
 
 
-def finished_steps(sweep_dir: Path) -> dict[str, dict[str, Any]]:
-    """The finishing steps done since the episodes last changed: ``{step: {"at": ..., ...}}``."""
-    manifest = read_manifest(sweep_dir) or {}
+def record_mlflow_run(sweep_dir: Path, run_id: str) -> None:
+    """Remember the sweep's MLflow parent run, so that re-logging finds it."""
+    def change(manifest: dict[str, Any]) -> bool:
+        if manifest.get("mlflow_run_id") == run_id:
+            return False
+        manifest["mlflow_run_id"] = run_id
+        return True
+
+    _update(sweep_dir, change)
+
+
+def _finished(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     finished = manifest.get(FINISHED)
     return finished if isinstance(finished, dict) else {}
 
 
+def finished_steps(sweep_dir: Path) -> dict[str, dict[str, Any]]:
+    """The finishing steps done since the episodes last changed: ``{step: {"at": ..., ...}}``."""
+    return _finished(read_manifest(sweep_dir) or {})
+
+
 def record_finished(sweep_dir: Path, step: FinishingStep, **details: Any) -> None:
-    """Note that ``step`` finished over the sweep's current episodes (no manifest: nothing to do)."""
-    manifest = read_manifest(sweep_dir)
-    if manifest is None:
-        return
-    manifest[FINISHED] = {**finished_steps(sweep_dir), step: {"at": datetime.now(UTC).isoformat(), **details}}
-    write_json_atomic(sweep_dir / MANIFEST, manifest)
+    """Note that ``step`` finished over the sweep's current episodes."""
+    def change(manifest: dict[str, Any]) -> bool:
+        manifest[FINISHED] = {**_finished(manifest), step: {"at": datetime.now(UTC).isoformat(), **details}}
+        return True
+
+    _update(sweep_dir, change)
 
 
 def forget_finished(sweep_dir: Path) -> None:
     """The episodes changed outside a run (a regrade): compaction and tracking are owed again."""
-    manifest = read_manifest(sweep_dir)
-    if manifest is not None and manifest.get(FINISHED):
+    def change(manifest: dict[str, Any]) -> bool:
+        if not _finished(manifest):
+            return False
         manifest[FINISHED] = {}
-        write_json_atomic(sweep_dir / MANIFEST, manifest)
+        return True
+
+    _update(sweep_dir, change)
