@@ -28,7 +28,7 @@ from pipeline.manifest import forget_finished, read_manifest
 from pipeline.store.files import PART_META_KEY, table_files
 from pipeline.store.reader import select
 from pipeline.store.rows import grade_columns, request_outcome_rows
-from pipeline.store.schema import EPISODES, ID_FIELDS, REQUEST_OUTCOMES, SCHEMA_VERSION
+from pipeline.store.schema import EPISODES, ID_FIELDS, REQUEST_OUTCOMES, SCHEMA_VERSION, rows_table
 from pipeline.store.writer import episode_file, write_parquet_atomic
 from pipeline.sweep import Cell, job_cells
 
@@ -124,7 +124,7 @@ def _rewrite(path: Path, stored: pa.Schema, schema: pa.Schema, rows: list[dict[s
     full = [{name: row.get(name) for name in schema.names} for row in rows]
     part = (stored.metadata or {}).get(PART_META_KEY.encode())
     episodes = json.loads(part)["episodes"] if part else [path.stem]  # a part's, or the per-episode file's
-    write_parquet_atomic(path, pa.Table.from_pylist(full, schema=schema.with_metadata(stored.metadata)), episodes)
+    write_parquet_atomic(path, rows_table(full, schema.with_metadata(stored.metadata)), episodes)
 
 
 def _rewrite_request_outcomes(sweep_dir: Path, files: list[Path], outcomes: dict[str, list[dict[str, Any]]],
@@ -142,4 +142,4 @@ def _rewrite_request_outcomes(sweep_dir: Path, files: list[Path], outcomes: dict
     for episode_id, rows in outcomes.items():
         if episode_id not in placed and rows:
             path = episode_file(sweep_dir, "request_outcomes", cell_of[episode_id], episode_id)
-            write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=REQUEST_OUTCOMES), [episode_id])
+            write_parquet_atomic(path, rows_table(rows, REQUEST_OUTCOMES), [episode_id])

@@ -20,6 +20,9 @@ per-role token columns.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import pyarrow as pa
 
 from pipeline.benchmarks.plugin import ROLES
@@ -139,3 +142,13 @@ SCHEMAS: dict[str, pa.Schema] = {
     "request_outcomes": REQUEST_OUTCOMES, "method_records": METHOD_RECORDS,
 }
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
+
+
+def rows_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``rows`` (dicts keyed by column; missing keys are null, others ignored) as a table of ``schema``.
+
+    The same table as ``pa.Table.from_pylist``, converted as one struct array: one conversion of the
+    rows instead of one per column, about three times cheaper for an episode's few rows (they are
+    written once per episode, on the actor's event loop)."""
+    batch = pa.RecordBatch.from_struct_array(pa.array(rows, type=pa.struct(list(schema))))
+    return pa.Table.from_batches([batch]).replace_schema_metadata(schema.metadata)

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from pipeline.atomic import write_atomic, write_bytes_atomic
 from pipeline.store.inventory import FileRecord, forget_file, record_file, record_path, write_record
-from pipeline.store.schema import SCHEMAS
+from pipeline.store.schema import SCHEMAS, rows_table
 
 # Order matters: "episodes" last (see module docstring).
 WRITE_ORDER = ("steps", "transcript", "messages", "request_outcomes", "method_records", "episodes")
@@ -102,7 +102,7 @@ def encode_episode(sweep_dir: Path, cell_id: str, episode_id: str,
     for name in WRITE_ORDER:
         table_rows = rows.get(name, ())
         path = episode_file(sweep_dir, name, cell_id, episode_id)
-        table = pa.Table.from_pylist(list(table_rows), schema=SCHEMAS[name]) if table_rows else None
+        table = rows_table(table_rows, SCHEMAS[name]) if table_rows else None
         encoded.append((path, encode_small_parquet(path, table, [episode_id]) if table is not None else None))
     return encoded
 
