@@ -40,16 +40,35 @@ REPO = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_s(pid: int) -> float | None:
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _cpu_s(pid: int) -> float | None:
+    fields = _stat(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``ancestor`` is a parent, grandparent, ... of ``pid`` (this sweep's own Ray cluster
+    starts its raylet, which starts the actors: another sweep's actors on the machine are not ours)."""
+    while pid > 1:
+        fields = _stat(pid)
+        if fields is None:
+            return False
+        pid = int(fields[1])
+        if pid == ancestor:
+            return True
+    return False
 
 
 class ActorCpu:
-    """Polls /proc for processes named ``ray::EpisodeActor`` and keeps each one's last CPU reading."""
+    """Polls /proc for this process's descendants named ``ray::EpisodeActor`` and keeps each one's
+    last CPU reading."""
 
     def __init__(self) -> None:
         self.seen: dict[int, float] = {}
@@ -65,7 +84,7 @@ class ActorCpu:
                     title = (entry / "cmdline").read_bytes().split(b"\0")[0]
                 except OSError:
                     continue
-                if title.startswith(b"ray::EpisodeActor"):
+                if title.startswith(b"ray::EpisodeActor") and _descends_from(int(entry.name), os.getpid()):
                     cpu = _cpu_s(int(entry.name))
                     if cpu is not None:
                         self.seen[int(entry.name)] = cpu
@@ -133,7 +152,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--delay", type=float, default=0.05)
-    parser.add_argument("--profile", type=int, default=16, help="episodes of the profiled in-process run")
+    parser.add_argument("--profile", type=int, default=16, help="episodes of the profiled in-process run (0: none)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--port", type=int, default=18511)
     parser.add_argument("--out", type=Path, default=REPO / "runs", help="where the sweeps are written")
@@ -150,7 +169,8 @@ def main() -> None:
         try:
             _wait_for(url)
             on_ray(job, args.out)
-            in_process(job, args.profile, args.top, args.out)
+            if args.profile:
+                in_process(job, args.profile, args.top, args.out)
         finally:
             server.terminate()
             server.wait()
