@@ -6,22 +6,27 @@ costs no file I/O: the 7 MB airline database is parsed and validated once.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
+import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.benchmarks.taubench import airline_models, retail_models
 from pipeline.benchmarks.taubench.airline import AirlineTools
-from pipeline.benchmarks.taubench.data import DataDir, Domain, load_parsed
+from pipeline.benchmarks.taubench.data import SHA256, DataDir, Domain, load_parsed
 from pipeline.benchmarks.taubench.records import UpstreamRecord
 from pipeline.benchmarks.taubench.retail import RetailTools
-from pipeline.benchmarks.taubench.store import EpisodeDB, InitialDB
+from pipeline.benchmarks.taubench.store import EpisodeDB, InitialDB, canonical_tables
 from pipeline.benchmarks.taubench.tasks import Task
 from pipeline.benchmarks.taubench.toolkit import ToolKit
+from pipeline.data import cached_json
 
 ToolKind = Literal["read", "write", "generic"]
 
@@ -55,7 +60,21 @@ class ToolSchemas(BaseModel):
 
 
 def _parse_db(domain: str, raw: bytes) -> InitialDB:
-    return InitialDB.from_json(domain, json.loads(raw), SPECS[domain].models)
+    """The canonical database, validated once per machine: validating 10 MB of records costs each
+    new process (every episode actor) over half a second, reading them back as JSON a quarter."""
+    models = SPECS[domain].models
+    key = f"{domain}-{SHA256[f'{domain}/db.json'][:16]}-{_code_fingerprint(models)}"
+    return InitialDB.from_canonical(domain, cached_json("taubench", key, lambda: canonical_tables(json.loads(raw), models)))
+
+
+def _code_fingerprint(models: Mapping[str, type[UpstreamRecord]]) -> str:
+    """What the canonical form depends on besides the file: the models' source and pydantic's version."""
+    digest = hashlib.sha256(pydantic.VERSION.encode())
+    modules = sorted({cls.__module__ for model in models.values() for cls in model.__mro__
+                      if cls.__module__.startswith("pipeline.")})
+    for module in modules:
+        digest.update(Path(sys.modules[module].__file__ or module).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 # One parser object per domain: load_parsed caches by parser identity and file version.

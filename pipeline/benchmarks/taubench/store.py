@@ -44,6 +44,16 @@ def _entry_bytes(key: str, record: Any) -> bytes:
     return f"{json.dumps(key)}: {json.dumps(record, sort_keys=True)}".encode()
 
 
+def canonical_tables(raw: Mapping[str, Any], models: Mapping[str, type[UpstreamRecord]]) -> dict[str, dict[str, Record]]:
+    """Validate every record through its model, as upstream loads its DB; dumping the models
+    yields the canonical form (field order of the models, optional fields present as null)."""
+    tables = {}
+    for name, model in models.items():
+        validated = TypeAdapter(dict[str, model]).validate_python(raw[name])  # type: ignore[valid-type]
+        tables[name] = {key: item.model_dump() for key, item in validated.items()}
+    return tables
+
+
 class InitialTable:
     """One collection of the pristine database, in file order. Never mutated."""
 
@@ -73,16 +83,9 @@ class InitialDB:
         self._known_hashes: dict[bytes, str] = {}
 
     @classmethod
-    def from_json(
-        cls, domain: str, raw: Mapping[str, Any], models: Mapping[str, type[UpstreamRecord]]
-    ) -> InitialDB:
-        """Validate every record through its model, as upstream loads its DB; dumping the models
-        yields the canonical form (field order of the models, optional fields present as null)."""
-        tables = {}
-        for name, model in models.items():
-            validated = TypeAdapter(dict[str, model]).validate_python(raw[name])  # type: ignore[valid-type]
-            tables[name] = InitialTable({key: item.model_dump() for key, item in validated.items()})
-        return cls(domain, tables)
+    def from_canonical(cls, domain: str, tables: Mapping[str, dict[str, Record]]) -> InitialDB:
+        """From :func:`canonical_tables` (also as read back from JSON: the same records)."""
+        return cls(domain, {name: InitialTable(records) for name, records in tables.items()})
 
     def fresh(self) -> EpisodeDB:
         return EpisodeDB(self)

@@ -140,8 +140,7 @@ def example_db(data_dir: Path | None = None) -> Path:
     import hashlib
     import shutil
 
-    from pipeline.benchmarks.memoryarena.shopping.store import cache_root
-    from pipeline.data import sha256_file
+    from pipeline.data import cache_root, sha256_file
 
     root = data_root(data_dir)
     sources = [root / "examples" / CATALOG, task_file("bundled_shopping", "examples", data_dir)]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -34,13 +33,7 @@ from pipeline.benchmarks.memoryarena.shopping.productdb import (
     iter_products,
 )
 from pipeline.benchmarks.memoryarena.shopping.search import TOP_N, SearchIndex, cached_index
-from pipeline.data import sha256_file
-
-CACHE_ENV_VAR = "FLOWSTATE_CACHE"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV_VAR) or Path.home() / ".cache" / "flowstate")
+from pipeline.data import cache_root, sha256_file
 
 
 def _key(text: str) -> str:

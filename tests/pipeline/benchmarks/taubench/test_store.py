@@ -6,6 +6,7 @@ import hashlib
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -186,3 +187,31 @@ def test_fast_hash_equals_full_dump_after_any_write_sequence(
             assert differing == set(changed.get(collection, {}))
     assert fresh_db("airline").canonical_hash() == gold_hashes()["airline"]["initial_hash"]
     assert fresh_db("retail").canonical_hash() == gold_hashes()["retail"]["initial_hash"]
+
+
+def test_the_canonical_database_is_validated_once_per_machine(tmp_path, monkeypatch) -> None:
+    """A new process (here: the process cache emptied) reads the canonical records from the machine's
+    cache instead of validating the file again, and gets the same database, hash and order."""
+    from pipeline.benchmarks.taubench import data, domains
+
+    monkeypatch.setenv("FLOWSTATE_CACHE", str(tmp_path))
+    monkeypatch.setattr(data, "_parsed", {})
+    built = initial_db("airline")
+    assert len(list(tmp_path.glob("taubench/airline-*.json"))) == 1
+
+    monkeypatch.setattr(data, "_parsed", {})
+    monkeypatch.setattr(domains, "canonical_tables", lambda *_: pytest.fail("validated the file again"))
+    read_back = initial_db("airline")
+    assert read_back is not built
+    assert read_back.canonical_hash == built.canonical_hash == gold_hashes()["airline"]["initial_hash"]
+    assert {n: t.records for n, t in read_back.tables.items()} == {n: t.records for n, t in built.tables.items()}
+    assert list(read_back.tables["reservations"].records) == list(raw_db("airline")["reservations"])
+
+
+def test_a_change_of_the_record_models_is_a_new_cache_key(monkeypatch) -> None:
+    from pipeline.benchmarks.taubench import domains
+
+    models = domains.SPECS["retail"].models
+    before = domains._code_fingerprint(models)
+    monkeypatch.setattr(domains.pydantic, "VERSION", "0.0.0")
+    assert domains._code_fingerprint(models) != before
