@@ -197,7 +197,7 @@ def parse_job(data: dict[str, Any]) -> JobConfig:
 def load_job(path: Path | str) -> JobConfig:
     """Read and validate a job file; errors name the file, line and key."""
     path = Path(path)
-    data, node = load_yaml(path)
+    data, node, _ = load_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a job file is a YAML mapping (name:, benchmarks:, methods:, ...)")
     _load_plugins_of(data, str(path))
