@@ -4,12 +4,15 @@ hashes one. The end-to-end canary sweep is in test_leaks.py."""
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import re
 from pathlib import Path
 
 import pytest
 
 from pipeline.config import ConfigError, load_job, parse_job
+from pipeline.llm.deployments import EndpointDeployment, EndpointSpec
 from pipeline.manifest import write_manifest
 from pipeline.redaction import REDACTED, Secrets, looks_secret, names_secret_variable, redacted_job_text, restore
 from pipeline.sweep import expand, job_cells
@@ -146,3 +149,14 @@ def test_no_shipped_job_setting_is_mistaken_for_a_secret(name):
     dumped = job.model_dump(mode="json")
     assert job.secrets().redact(dumped) == dumped
 
+
+def test_an_endpoints_key_travels_with_it_to_a_process_whose_environment_lacks_it(monkeypatch):
+    spec = EndpointSpec(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="FLOWSTATE_TEST_API_KEY")
+    monkeypatch.setenv("FLOWSTATE_TEST_API_KEY", "sk-travels")
+    pickled = pickle.dumps(EndpointDeployment(spec))
+    monkeypatch.delenv("FLOWSTATE_TEST_API_KEY")
+    assert pickle.loads(pickled).spec == spec
+    assert os.environ["FLOWSTATE_TEST_API_KEY"] == "sk-travels"
+    monkeypatch.delenv("FLOWSTATE_TEST_API_KEY")
+    pickle.loads(pickle.dumps(EndpointDeployment(spec)))  # unset in the sender: nothing is carried
+    assert "FLOWSTATE_TEST_API_KEY" not in os.environ
