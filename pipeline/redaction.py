@@ -26,7 +26,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline.variables import VariableError, compose_expanded, construct, expand_variables
+import yaml
+
+from pipeline.variables import compose_as_written, construct, expand_variables
 
 REDACTED = "***"
 # Words of a name that mark its value as a secret (a name's words: split at non-alphanumerics and
@@ -59,17 +61,18 @@ def names_secret_variable(key: str) -> bool:
     return len(words) > 1 and words[-1] == "env" and not SECRET_WORDS.isdisjoint(words[:-1])
 
 
-def _is_reference(text: str) -> bool:
+def _already_redacted(text: str) -> bool:
+    """A reference (``${NAME}``) or ``***``: what redaction writes, left as it is."""
     return _REFERENCE.fullmatch(text) is not None or text == REDACTED
 
 
 def redact_url(text: str) -> str:
     """``text`` with URL passwords and secret-named query parameters written as ``***``."""
     if "://" in text:
-        text = _URL_PASSWORD.sub(lambda m: m.group(0) if _is_reference(m.group(2))
+        text = _URL_PASSWORD.sub(lambda m: m.group(0) if _already_redacted(m.group(2))
                                  else f"{m.group(1)}{REDACTED}{m.group(3)}", text)
     if "=" in text and ("?" in text or "&" in text):
-        text = _QUERY_PARAMETER.sub(lambda m: m.group(0) if not looks_secret(m.group(2)) or _is_reference(m.group(3))
+        text = _QUERY_PARAMETER.sub(lambda m: m.group(0) if not looks_secret(m.group(2)) or _already_redacted(m.group(3))
                                     else f"{m.group(1)}{m.group(2)}={REDACTED}", text)
     return text
 
@@ -106,7 +109,7 @@ def _redact(data: Any, replacements: list[tuple[str, str]], under_secret: bool) 
             if value in data:
                 data = data.replace(value, replacement)
         data = redact_url(data)
-        return data if not under_secret or _is_reference(data) else REDACTED
+        return data if not under_secret or _already_redacted(data) else REDACTED
     if isinstance(data, Mapping):
         return {_redact(k, replacements, False): _redact(v, replacements, isinstance(k, str) and looks_secret(k))
                 for k, v in data.items()}
@@ -146,31 +149,14 @@ def redacted_job_text(path: Path, environ: Mapping[str, str] | None = None) -> s
     references stay: the file never holds their values)."""
     text = path.read_text(encoding="utf-8")
     try:
-        node, _ = compose_expanded(text, path, _KeepReferences())
-        data = construct(node)
-    except (VariableError, ValueError):
-        data = None  # not a job one could run; written as it is, known values still masked
+        data = construct(compose_as_written(text))
+    except yaml.YAMLError:
+        data = None  # not a job one could run; written as it is, URL passwords still masked
     replacements = dict(Secrets.of_job(data, environ=environ).replacements)
     replacements.update({value: REDACTED for value in _literal_secrets(data)})
     for value, replacement in sorted(replacements.items(), key=lambda kv: -len(kv[0])):
         text = text.replace(value, replacement)
     return redact_url(text)
-
-
-class _KeepReferences(Mapping[str, str]):
-    """An environment in which every variable is set to its own reference (``${NAME}``)."""
-
-    def __getitem__(self, name: str) -> str:
-        return f"${{{name}}}"
-
-    def __contains__(self, name: object) -> bool:
-        return True
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
 
 
 def _literal_secrets(data: Any) -> set[str]:

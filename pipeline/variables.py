@@ -43,6 +43,7 @@ class _Slot:
     """One ``${...}`` of the file text: a reference (``name``), a literal ``${``, or a malformed one."""
 
     line: int
+    source: str  # as written
     name: str | None = None
     default: str | None = None
     literal: bool = False
@@ -63,16 +64,24 @@ class _Placeholders:
             out.append(text[pos:start.start()])
             line = text.count("\n", 0, start.start()) + 1
             if start.group() == "$${":
-                slot, pos = _Slot(line, literal=True), start.end()
+                slot, pos = _Slot(line, "$${", literal=True), start.end()
             elif (ref := _REFERENCE.match(text, start.start())) is not None:
-                slot, pos = _Slot(line, name=ref.group(1), default=ref.group(2)), ref.end()
+                slot, pos = _Slot(line, ref.group(), name=ref.group(1), default=ref.group(2)), ref.end()
             else:
                 snippet = _SNIPPET.match(text, start.start())
-                slot, pos = _Slot(line, malformed=snippet.group() if snippet else "${"), start.end()
+                slot, pos = _Slot(line, "${", malformed=snippet.group() if snippet else "${"), start.end()
             out.append(f"FLOWSTATEVAR{nonce}N{len(self.slots)}X")
             self.slots.append(slot)
         out.append(text[pos:])
         self.text = "".join(out)
+
+    def fill(self, text: str, where: str, environ: Mapping[str, str], used: dict[str, str]) -> str:
+        """``text`` (holding placeholders) with each reference's value."""
+        return self.token.sub(lambda m: _value(self.slots[int(m.group(1))], where, environ, used), text)
+
+    def restore(self, text: str) -> str:
+        """``text`` (holding placeholders) with each ``${...}`` as the file wrote it."""
+        return self.token.sub(lambda m: self.slots[int(m.group(1))].source, text)
 
 
 def _scalars(node: yaml.Node | None) -> Iterator[yaml.ScalarNode]:
@@ -122,8 +131,7 @@ def compose_expanded(text: str, where: str | Path,
     resolver = yaml.SafeLoader("")
     try:
         for scalar in _scalars(node):
-            expanded = placeholders.token.sub(
-                lambda m: _value(placeholders.slots[int(m.group(1))], str(where), environ, used), scalar.value)
+            expanded = placeholders.fill(scalar.value, str(where), environ, used)
             if expanded == scalar.value:
                 continue
             scalar.value = expanded
@@ -146,11 +154,17 @@ def construct(node: yaml.Node | None) -> object:
         loader.dispose()
 
 
+def compose_as_written(text: str) -> yaml.Node | None:
+    """The YAML node tree of ``text`` with every ``${...}`` left as written: no variable is read."""
+    placeholders = _Placeholders(text)
+    node = yaml.compose(placeholders.text, Loader=yaml.SafeLoader)
+    for scalar in _scalars(node):
+        scalar.value = placeholders.restore(scalar.value)
+    return node
+
+
 def expand_variables(text: str, where: str | Path = "<text>", environ: Mapping[str, str] | None = None) -> str:
     """One string's references expanded (a tracking URI the manifest keeps as ``${NAME}``), with
     the same grammar and errors as a job file's."""
-    environ = os.environ if environ is None else environ
     placeholders = _Placeholders(text)
-    used: dict[str, str] = {}
-    return placeholders.token.sub(
-        lambda m: _value(placeholders.slots[int(m.group(1))], str(where), environ, used), placeholders.text)
+    return placeholders.fill(placeholders.text, str(where), os.environ if environ is None else environ, {})
