@@ -6,7 +6,8 @@ server on 127.0.0.1 and MLflow's real sqlite store:
   store (database and artifacts, traces included), Ray's logs or the console;
 - a canary in one episode's task reaches no other episode's rows, for every registered method, with
   the episodes running concurrently in one actor (test_properties.py checks the sessions alone);
-- started model servers listen on loopback only.
+- the stand-in server listens on loopback only (a started deployment's servers: test_llamacpp.py,
+  test_wordllama.py).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from pipeline.dispatch import dispatch
 from pipeline.fixtures import UnchangedStatePolicy
 from pipeline.fixtures.oracle_server import OracleResponder
 from pipeline.launch import run_sweep
-from pipeline.llm.deployments import WordLlamaSpec, make_deployment
 from pipeline.llm.stub_server import StubServer
 from pipeline.plan import plan_sweep
 from pipeline.sweep import expand
@@ -188,12 +188,8 @@ def test_a_canary_in_one_episodes_task_reaches_no_other_episode_in_any_method(ra
     assert {r["caller"] for r in messages} >= {"agent", "memory", "embeddings"}
 
 
-def test_started_model_servers_listen_on_loopback_only(ray_local):
-    """llama.cpp's is checked in test_llamacpp.py (its deployment is started there); vLLM cannot run
-    here, and its command line binds the spec's host (test_commands.py)."""
-    with make_deployment(WordLlamaSpec(replicas=1, startup_timeout_s=60)) as deployment:
-        [described] = ray.get([replica.describe.remote() for replica in deployment.replicas])
-        addresses = listening_addresses(described["server_pid"])
-        assert all_loopback(addresses) and described["url"].startswith("http://127.0.0.1:")
+def test_the_stand_in_server_listens_on_loopback_only():
+    """The deployments' servers are checked where they are started: test_llamacpp.py, test_wordllama.py
+    (vLLM cannot run here; its command line binds the spec's host, test_commands.py)."""
     with StubServer() as stub:
         assert all_loopback({a for a in listening_addresses(os.getpid()) if a[1] == stub.port})
