@@ -1,9 +1,10 @@
 """Nothing leaks (README "Secrets and network exposure"), end to end on real local Ray, a real HTTP
 server on 127.0.0.1 and MLflow's real sqlite store:
 
-- canary secrets given through the environment (``api_key_env``), through ``${VAR}`` in the job and
-  literally in the job file reach the model server and appear in no file of the sweep, the MLflow
-  store (database and artifacts, traces included), Ray's logs or the console;
+- canary secrets given through the environment (``api_key_env``: the server checks it arrives),
+  through ``${VAR}`` (in the tracking URI MLflow connects to) and literally in the job file appear in
+  no file of the sweep, the MLflow store (database and artifacts, traces included), Ray's logs or
+  the console;
 - a canary in one episode's task reaches no other episode's rows, for every registered method, with
   the episodes running concurrently in one actor (test_properties.py checks the sessions alone);
 - the stand-in server listens on loopback only (a started deployment's servers: test_llamacpp.py,
@@ -15,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -117,7 +119,8 @@ def test_canary_secrets_are_used_and_reach_no_file_mlflow_log_or_console(ray_loc
     # MLflow logged the sweep at the job's URI (read again from the environment), traces included
     run = MlflowClient(f"sqlite:///{store}/mlflow.db").get_run(result.mlflow_run_id)
     assert run.data.params["deployment.agent.base_url"] == stub.url
-    assert result.tracking_uri.endswith("?password=${FLOWSTATE_CANARY_TOKEN}") and "traces)" in console.getvalue()
+    assert result.tracking_uri.endswith("?password=${FLOWSTATE_CANARY_TOKEN}")
+    assert re.search(r"MLflow: run \w+ \(2 cells, \d+ metrics, [1-9]\d* traces\)", console.getvalue())
     assert list((store / "artifacts").rglob("canary.yaml")) and list((store / "artifacts").rglob("resolved_job.json"))
     manifest = json.loads((result.sweep_dir / "manifest.json").read_text())  # written redacted
     assert manifest["job"]["tracking"]["tracking_uri"].endswith("?password=${FLOWSTATE_CANARY_TOKEN}")
