@@ -220,7 +220,10 @@ def load_job(path: Path | str) -> JobConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a job file is a YAML mapping (name:, benchmarks:, methods:, ...)")
     _load_plugins_of(data, str(path))
-    job = validate(JobConfig, data, path, node)
+    try:
+        job = validate(JobConfig, data, path, node)
+    except ConfigError as exc:  # its messages quote the values they refuse
+        raise ConfigError(Secrets.of_job(data, variables).redact(str(exc))) from None
     assert isinstance(job, JobConfig)
     job._variables = variables
     secrets = job.secrets()

@@ -136,6 +136,15 @@ def test_a_name_written_into_results_cannot_hold_a_secret(tmp_path, monkeypatch,
         load_job(_job(tmp_path, VLLM_JOB.replace(*edit)))
 
 
+def test_an_error_about_a_value_does_not_quote_a_secret(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_API_KEY", "sk-vllm")
+    monkeypatch.setenv("FLOWSTATE_REPLICAS_TOKEN", "sk-not-a-number")
+    with pytest.raises(ConfigError, match=r"deployments.agent.replicas: .*\(got '\$\{FLOWSTATE_REPLICAS_TOKEN\}'\)") as info:
+        load_job(_job(tmp_path, VLLM_JOB.replace("    engine_args:",
+                                                 "    replicas: ${FLOWSTATE_REPLICAS_TOKEN}\n    engine_args:")))
+    assert "sk-not-a-number" not in str(info.value)
+
+
 def test_a_redacted_value_is_read_again_from_the_environment_unless_it_was_written_literally(monkeypatch):
     monkeypatch.setenv("MLFLOW_DB_PASSWORD", "pw")
     assert restore("postgresql://u:${MLFLOW_DB_PASSWORD}@db/mlflow", "uri") == "postgresql://u:pw@db/mlflow"
