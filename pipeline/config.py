@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from flowstate import METHODS, Capability, LoopLimits, MethodOptions
 from flowstate.registry import rebuild_when_changed
@@ -22,6 +22,7 @@ from pipeline.analysis.cost import CostModel
 from pipeline.benchmarks.plugin import BENCHMARKS, BenchmarkCell, benchmark_of
 from pipeline.llm.deployments import DEPLOYMENT_KINDS, DeploymentSpec
 from pipeline.plugins import load_builtin_plugins, load_plugins
+from pipeline.redaction import Secrets
 from pipeline.yaml_errors import ConfigError, load_yaml, validate
 
 load_builtin_plugins()  # the unions below are built from the registries
@@ -127,6 +128,8 @@ class JobConfig(Strict):
     output_dir: Path = Path("runs")
     tracking: Tracking = Tracking()
     analysis: Analysis = Analysis()
+    # The ``${NAME}`` references its file used (name -> value), for telling its secrets apart.
+    _variables: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_references(self) -> JobConfig:
@@ -167,13 +170,29 @@ class JobConfig(Strict):
         return roles
 
     def to_resolved(self) -> dict[str, Any]:
-        """Everything that defines the results (not how or where they are computed, nor what is compared)."""
+        """Everything that defines the results (not how or where they are computed, nor what is
+        compared), secrets redacted: they never enter an id."""
         data = self.model_dump(mode="json", exclude=NOT_RESULTS)
         data["benchmarks"] = [cell.identity() for cell in self.benchmarks]
         for role in _LATER_ROLES:
             if data.get(role) is None:
                 data.pop(role, None)
-        return data
+        return self.secrets().redact(data)
+
+    def secrets(self) -> Secrets:
+        """This job's secrets (:mod:`pipeline.redaction`), API keys read from the environment now."""
+        return Secrets.of_job(self.model_dump(mode="json"), self._variables)
+
+    def written_names(self) -> dict[str, str]:
+        """Values written as they are into results (directory, rows, MLflow run names, each call's
+        ``served_by`` and served model): where each is set, and the value."""
+        names = {"name": self.name, **({"tracking.experiment": self.tracking.experiment} if self.tracking.experiment else {})}
+        names |= {f"agents[{i}].label": a.name for i, a in enumerate(self.agents)}
+        names |= {f"methods[{i}].label": m.display for i, m in enumerate(self.methods)}
+        names |= {f"benchmarks[{i}].domain": b.domain for i, b in enumerate(self.benchmarks)}
+        names |= {f"deployments.{n}.{field}": value for n, d in self.deployments.items() for field in ("base_url", "model")
+                  if isinstance(value := getattr(d, field, None), str)}
+        return names
 
 
 _rebuild_job_model = rebuild_when_changed(JobConfig, BENCHMARKS, METHODS, DEPLOYMENT_KINDS)
@@ -197,10 +216,19 @@ def parse_job(data: dict[str, Any]) -> JobConfig:
 def load_job(path: Path | str) -> JobConfig:
     """Read and validate a job file; errors name the file, line and key."""
     path = Path(path)
-    data, node = load_yaml(path)
+    data, node, variables = load_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a job file is a YAML mapping (name:, benchmarks:, methods:, ...)")
     _load_plugins_of(data, str(path))
-    job = validate(JobConfig, data, path, node)
+    try:
+        job = validate(JobConfig, data, path, node)
+    except ConfigError as exc:  # its messages quote the values they refuse
+        raise ConfigError(Secrets.of_job(data, variables).redact(str(exc))) from None
     assert isinstance(job, JobConfig)
+    job._variables = variables
+    secrets = job.secrets()
+    for where, value in job.written_names().items():
+        if secrets.redact(value) != value:
+            raise ConfigError(f"{path}: {where} holds a secret, and it is written as it is into results and logs: "
+                              "give keys through api_key_env")
     return job

@@ -94,13 +94,15 @@ def check_manifest_belongs(sweep_dir: Path, sweep_id: str) -> None:
 def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments: dict[str, Any] | None = None,
                    run: dict[str, Any] | None = None, unfinished: bool = False) -> dict[str, Any]:
     """Create or update the manifest; earlier runs of the same sweep are kept in ``runs``.
-    ``unfinished``: episodes are about to change, so compaction and tracking are owed again."""
+    ``unfinished``: episodes are about to change, so compaction and tracking are owed again.
+    The job and the deployments are written with the job's secrets redacted (:mod:`pipeline.redaction`)."""
     previous = read_manifest(sweep_dir) or {}
+    secrets = sweep.job.secrets()
     manifest = {
         "sweep_id": sweep.sweep_id,
         "job_name": sweep.job.name,
         "job_file": str(job_path),
-        "job": sweep.job.model_dump(mode="json"),
+        "job": secrets.redact(sweep.job.model_dump(mode="json")),
         "created_at": previous.get("created_at", datetime.now(UTC).isoformat()),
         "code_version": code_version(),
         "prompt_templates_sha256": prompt_templates_hash(),
@@ -108,7 +110,7 @@ def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments
         "data_checksums": sweep.data_checksums,
         "cells": [{"cell_id": c.cell_id, "label": c.label} for c in sweep.cells],
         "episodes": len(sweep.episodes),
-        "deployments": deployments or previous.get("deployments", {}),
+        "deployments": secrets.redact(deployments) if deployments else previous.get("deployments", {}),
         "mlflow_run_id": previous.get("mlflow_run_id"),
         FINISHED: {} if unfinished else previous.get(FINISHED, {}),
         "runs": previous.get("runs", []) + ([run] if run else []),

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, SerializeAsAny
 from flowstate import METHODS, Capability, MethodOptions
 from pipeline.benchmarks.plugin import BenchmarkCell, benchmark_of
 from pipeline.config import AgentModel, EmbeddingsUse, JobConfig, ModelUse
+from pipeline.redaction import Secrets
 
 
 def content_hash(data: Any, length: int = 16) -> str:
@@ -77,24 +78,25 @@ class Sweep(BaseModel):
         return {e.episode_id: e for e in self.episodes}
 
 
-def model_identity(job: JobConfig, use: ModelUse | EmbeddingsUse | str) -> dict[str, Any]:
-    """A model serving a role: its deployment's identity and the sampling (fixtures: their name)."""
+def model_identity(job: JobConfig, use: ModelUse | EmbeddingsUse | str, secrets: Secrets) -> dict[str, Any]:
+    """A model serving a role: its deployment's identity and the sampling (fixtures: their name).
+    Secrets are redacted here and in :func:`_cell`, where identities are made: no id hashes one."""
     if isinstance(use, str):
         return {"fixture": use}
-    model = job.deployments[use.deployment].identity()
+    model = secrets.redact(job.deployments[use.deployment].identity())
     if isinstance(use, EmbeddingsUse):
         return {"model": model}
     return {"model": model, "sampling": use.sampling.model_dump(mode="json")}
 
 
-def _method_roles(job: JobConfig, method: MethodOptions) -> dict[str, Any]:
+def _method_roles(job: JobConfig, method: MethodOptions, secrets: Secrets) -> dict[str, Any]:
     """The identity of the roles a method calls that the job sets apart from the agent."""
     uses = METHODS.get(method.name).uses(method)
     roles: dict[str, Any] = {}
     if Capability.MEMORY_MODEL in uses and job.memory is not None:
-        roles["memory"] = model_identity(job, job.memory)
+        roles["memory"] = model_identity(job, job.memory, secrets)
     if Capability.EMBEDDINGS in uses and job.embeddings is not None:
-        roles["embeddings"] = model_identity(job, job.embeddings)
+        roles["embeddings"] = model_identity(job, job.embeddings, secrets)
     return roles
 
 
@@ -104,11 +106,12 @@ def trial_seeds(seed: int, trials: int) -> list[int]:
     return [rng.randint(0, 1_000_000) for _ in range(trials)]
 
 
-def _cell(job: JobConfig, bench: BenchmarkCell, method: MethodOptions, agent: AgentModel) -> tuple[Cell, dict[str, Any]]:
+def _cell(job: JobConfig, bench: BenchmarkCell, method: MethodOptions, agent: AgentModel,
+          secrets: Secrets) -> tuple[Cell, dict[str, Any]]:
     resolved = {
-        "benchmark": bench.identity(),
-        "method": method.identity(),
-        "agent": model_identity(job, agent),
+        "benchmark": secrets.redact(bench.identity()),
+        "method": secrets.redact(method.identity()),
+        "agent": model_identity(job, agent, secrets),
     }
     label = ".".join((bench.benchmark, bench.domain, method.display, agent.name))
     return Cell(cell_id=content_hash(resolved, 12), label=label, benchmark=bench, method=method, agent=agent), resolved
@@ -116,17 +119,19 @@ def _cell(job: JobConfig, bench: BenchmarkCell, method: MethodOptions, agent: Ag
 
 def job_cells(job: JobConfig) -> list[Cell]:
     """The job's cells in sweep order, without reading any data (e.g. to interpret stored rows)."""
-    return [_cell(job, b, m, a)[0] for b in job.benchmarks for m in job.methods for a in job.agents]
+    secrets = job.secrets()
+    return [_cell(job, b, m, a, secrets)[0] for b in job.benchmarks for m in job.methods for a in job.agents]
 
 
 def expand(job: JobConfig) -> Sweep:
     """Cells × tasks × trials, in a stable order (cells as listed, then tasks, then trials)."""
     sweep_id = f"{job.name}-{content_hash(job.to_resolved(), 10)}"
     seeds = trial_seeds(job.seed, job.trials)
-    user = model_identity(job, job.user_simulator)
-    judge = model_identity(job, job.judge)
+    secrets = job.secrets()
+    user = model_identity(job, job.user_simulator, secrets)
+    judge = model_identity(job, job.judge, secrets)
     # Roles added after the first schema enter episode ids only when set (older ids stay the same).
-    tool_model = {"tool_model": model_identity(job, job.tool_model)} if job.tool_model is not None else {}
+    tool_model = {"tool_model": model_identity(job, job.tool_model, secrets)} if job.tool_model is not None else {}
     cells: list[Cell] = []
     episodes: list[EpisodeSpec] = []
     checksums: dict[str, str] = {}
@@ -136,9 +141,9 @@ def expand(job: JobConfig) -> Sweep:
         checksums.update(data)
         tasks = benchmark.task_ids(bench)
         for method in job.methods:
-            roles = {**tool_model, **_method_roles(job, method)}
+            roles = {**tool_model, **_method_roles(job, method, secrets)}
             for agent in job.agents:
-                cell, resolved = _cell(job, bench, method, agent)
+                cell, resolved = _cell(job, bench, method, agent, secrets)
                 cells.append(cell)
                 for task_id in tasks:
                     for trial, seed in enumerate(seeds):

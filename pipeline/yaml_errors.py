@@ -2,55 +2,44 @@
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ValidationError
+
+from pipeline.variables import VariableError, compose_expanded, construct
 
 
 class ConfigError(ValueError):
     """A job file that cannot be used; the message names the file, line, key and expectation."""
 
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+class LoadedYaml(NamedTuple):
+    data: Any
+    node: yaml.Node | None  # for the line numbers of validation errors
+    variables: dict[str, str]  # the ``${NAME}`` references it used: name -> value
 
 
-def expand_variables(text: str, path: Path, environ: Mapping[str, str] | None = None) -> str:
-    """``${NAME}`` / ``${NAME:-default}`` from the environment, so one job file serves many models.
-    An unset variable without a default is an error naming the file and line."""
-    environ = os.environ if environ is None else environ
-
-    def value(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in environ:
-            return environ[name]
-        if default is not None:
-            return default
-        line = text.count("\n", 0, match.start()) + 1
-        raise ConfigError(f"{path}:{line}: environment variable {name} is not set (and ${{{name}}} has no :-default)")
-
-    return _VARIABLE.sub(value, text)
-
-
-def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
-    """Parse ``path`` (after :func:`expand_variables`); returns the data and the node tree."""
+def load_yaml(path: Path, environ: Mapping[str, str] | None = None) -> LoadedYaml:
+    """Parse ``path``, its ``${NAME}`` references expanded from the environment inside the scalars
+    that hold them (:mod:`pipeline.variables`: nothing else is read, nothing is run)."""
     try:
-        text = expand_variables(path.read_text(encoding="utf-8"), path)
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, variables = compose_expanded(text, path, environ)
+        data = construct(node)
+    except VariableError as exc:
+        raise ConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{where}: not valid YAML: {problem}") from None
-    return data, node
+    return LoadedYaml(data, node, variables)
 
 
 def validate(model: type[BaseModel], data: Any, path: Path, node: yaml.Node | None) -> BaseModel:

@@ -45,6 +45,7 @@ from pipeline.analysis.report import job_baseline, resolve_baseline, write_repor
 from pipeline.analysis.traces import CELL_TAG, EPISODE_TAG, episode_rows, log_episode_trace
 from pipeline.claim import claim_sweep
 from pipeline.manifest import MANIFEST, read_manifest, record_mlflow_run
+from pipeline.redaction import redact_url, redacted_job_text, restore
 from pipeline.store.files import broken_files
 
 SWEEP_TAG = "flowstate.sweep_id"
@@ -208,7 +209,7 @@ def _log_artifacts(client: MlflowClient, run_id: str, sweep_dir: Path, manifest:
             shutil.copy(sweep_dir / MANIFEST, config / MANIFEST)
         job_file = Path(manifest.get("job_file") or "")
         if job_file.is_file():
-            shutil.copy(job_file, config / job_file.name)
+            (config / job_file.name).write_text(redacted_job_text(job_file))
         summary = root / "summary"
         summary.mkdir()
         for name in list_queries():
@@ -273,7 +274,9 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
     experiment = experiment or tracking.get("experiment") or manifest.get("job_name") or sweep_dir.name
     samples = trace_samples_per_cell if trace_samples_per_cell is not None else tracking.get("trace_samples_per_cell", 3)
     uri = tracking_uri or tracking.get("tracking_uri")  # else MLFLOW_TRACKING_URI, else MLflow's default
-    with _tracking_uri(uri) as active_uri, connect(sweep_dir) as con:
+    # the manifest keeps a secret of the URI as its ${NAME}: read it again; only the redacted form is shown
+    real_uri = restore(uri, "tracking.tracking_uri") if uri else None
+    with _tracking_uri(real_uri) as active_uri, connect(sweep_dir) as con:
         client = MlflowClient(active_uri)
         baseline = resolve_baseline(con, baseline or job_baseline(sweep_dir))
         experiment_id = _experiment_id(client, experiment)
@@ -309,6 +312,7 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
         client.set_terminated(parent_id)
         if traces:
             mlflow.flush_trace_async_logging()  # exported in the background, to this store
-    return TrackingResult(tracking_uri=active_uri, experiment_id=experiment_id, parent_run_id=parent_id,
+    shown = uri if uri is not None and real_uri != uri else active_uri
+    return TrackingResult(tracking_uri=redact_url(shown), experiment_id=experiment_id, parent_run_id=parent_id,
                           child_run_ids=children, metrics_logged=logged, traces_logged=traces,
                           duration_s=time.monotonic() - started)

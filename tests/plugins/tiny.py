@@ -4,6 +4,9 @@
 tiny: two tasks, each a fixed list of requests answered by looking a key up (tool ``lookup``) and
 answering with a message or with the tool ``submit`` (which ends the request, as a purchase would);
 graded by exact match, request by request. Its oracle answers exactly, in any method's protocol.
+A task ``canary-<anything>`` (named in a cell's ``tasks``) asks t1's questions, the first with a
+code to remember (:func:`canary_code`, derived from the task id so that no id or cell option holds
+it): what must never reach another episode.
 
 last_n: the ReAct protocol over the last N lines of the trajectory, plus the memory entries the
 benchmark supplies (retrieved with the benchmark's memory query); it records both.
@@ -15,6 +18,7 @@ recorded and counted.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -63,6 +67,19 @@ TASKS: dict[str, list[tuple[str, str, str]]] = {
            ("Spell owl backwards.", "owl", "lwo")],
 }
 TABLE = {key: answer for requests in TASKS.values() for _, key, answer in requests}
+CANARY_TASK = "canary-"
+
+
+def canary_code(task_id: str) -> str:
+    return "CODE" + hashlib.sha256(task_id.encode()).hexdigest()[:16]
+
+
+def task_requests(task_id: str) -> list[tuple[str, str, str]]:
+    """A task's requests: (text, lookup key, answer)."""
+    if task_id.startswith(CANARY_TASK):
+        (text, key, answer), *rest = TASKS["t1"]
+        return [(f"Remember the code {canary_code(task_id)}. {text}", key, answer), *rest]
+    return TASKS[task_id]
 
 
 class TinyCell(BenchmarkCell):
@@ -73,7 +90,7 @@ class TinyCell(BenchmarkCell):
 
 class TinyEpisode(FixedRequests):
     def __init__(self, task_id: str) -> None:
-        super().__init__([text for text, _, _ in TASKS[task_id]])
+        super().__init__([text for text, _, _ in task_requests(task_id)])
 
     async def run_tool(self, call: ToolCall) -> ToolResult:
         args = call.arguments if isinstance(call.arguments, dict) else {}
@@ -127,8 +144,9 @@ class Tiny(Benchmark):
 
     async def grade(self, cell: TinyCell, task_id: str, record: EpisodeRecord,  # type: ignore[override]
                     judge: Policy | None, *, basis: str | None = None) -> Grade:
-        answers = _answers(record, len(TASKS[task_id]))
-        correct = [answer == expected for answer, (_, _, expected) in zip(answers, TASKS[task_id], strict=True)]
+        requests = task_requests(task_id)
+        answers = _answers(record, len(requests))
+        correct = [answer == expected for answer, (_, _, expected) in zip(answers, requests, strict=True)]
         exact = sum(correct) / len(correct)
         return Grade(reward=exact, success=all(correct), basis="exact match",
                      metrics={"exact": exact, "correct": float(sum(correct)), "requests": float(len(correct))},
@@ -161,7 +179,7 @@ class TinyOracle:
     """TEST FIXTURE: looks the key up, then answers (by message on odd requests, by submit on even ones)."""
 
     def __init__(self, task_id: str, uses: frozenset[Capability], protocol: Any) -> None:
-        self.requests = {text: (k, key) for k, (text, key, _) in enumerate(TASKS[task_id], 1)}
+        self.requests = {text: (k, key) for k, (text, key, _) in enumerate(task_requests(task_id), 1)}
         self.blocks = tuple(b for b in STATE_BLOCKS if Capability(b) in uses)
         self.protocol = protocol
 

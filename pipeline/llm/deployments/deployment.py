@@ -7,6 +7,7 @@ passes it to episode actors, which call :meth:`Deployment.policy` in their own p
 from __future__ import annotations
 
 import abc
+import os
 import uuid
 from typing import Any
 
@@ -70,6 +71,22 @@ class Deployment(abc.ABC):
 
 class EndpointDeployment(Deployment):
     spec: EndpointSpec
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The API key travels with the deployment to the episode actors, in Ray's actor-creation
+        arguments (held in memory): a Ray worker's environment is its node's, not the driver's."""
+        state = dict(self.__dict__)
+        if self.spec.api_key_env and os.environ.get(self.spec.api_key_env):
+            state["api_key"] = os.environ[self.spec.api_key_env]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled in an actor: the key goes into this process's environment, where the client
+        reads it at each call (as in the driver)."""
+        key = state.pop("api_key", None)
+        self.__dict__.update(state)
+        if key is not None and self.spec.api_key_env:
+            os.environ[self.spec.api_key_env] = key
 
     def start(self) -> list[str]:
         wait_until_ready(self.spec.base_url, self.spec.startup_timeout_s, exited=lambda: None,

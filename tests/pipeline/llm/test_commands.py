@@ -9,7 +9,16 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from pipeline.llm import DeploymentSpec, EndpointSpec, LlamaCppSpec, ScriptedSpec, VllmSpec
-from pipeline.llm.deployments import cli_flags, llamacpp_command, replica_options, smollm2_gguf, vllm_command
+from pipeline.llm.deployments import (
+    WordLlamaSpec,
+    cli_flags,
+    llamacpp_command,
+    replica_options,
+    smollm2_gguf,
+    vllm_command,
+)
+from pipeline.llm.deployments.commands import server_command
+from pipeline.llm.deployments.replica import bind_host
 
 SPEC = TypeAdapter(DeploymentSpec)
 
@@ -36,6 +45,13 @@ def test_specs_are_a_union_discriminated_on_kind() -> None:
 def test_bad_specs_are_rejected(data: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         SPEC.validate_python(data)
+
+
+@pytest.mark.parametrize("spec", [VllmSpec(model="m"), LlamaCppSpec(model_path=Path("m.gguf")), WordLlamaSpec()],
+                         ids=["vllm", "llamacpp", "wordllama"])
+def test_every_server_binds_loopback_unless_the_job_says_node(spec) -> None:
+    """README "Secrets and network exposure": a replica binds 127.0.0.1 unless its spec says ``host: node``."""
+    assert spec.host == "127.0.0.1" and flag_value(server_command(spec, bind_host(spec.host), 8000), "--host") == "127.0.0.1"
 
 
 def test_vllm_command_serves_with_cache_details_usage_and_thinking_off() -> None:

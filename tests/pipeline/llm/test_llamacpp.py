@@ -27,6 +27,7 @@ from pipeline.llm import (
     verify_schema_enforcement,
 )
 from pipeline.llm.deployments import ReplicatedDeployment
+from tests.listening import all_loopback, listening_addresses
 from tests.pipeline.llm.llamacpp import require_llamacpp
 
 pytestmark = pytest.mark.slow
@@ -92,6 +93,9 @@ def test_two_replicas_start_healthy_and_are_described(llamacpp: ReplicatedDeploy
     command = described["command"]
     assert command[command.index("--use_mmap") + 1] == "false" and command[command.index("--n_ctx") + 1] == "8192"
     assert all(0 < s < 60 for s in described["startup_s"])
+    # each server listens on 127.0.0.1 only (README "Secrets and network exposure")
+    for replica in ray.get([r.describe.remote() for r in llamacpp.replicas]):
+        assert all_loopback(listening_addresses(replica["server_pid"])) and replica["url"].startswith("http://127.0.0.1:")
 
 
 def test_a_conversation_gets_real_token_counts_and_an_honest_cache_estimate(llamacpp: ReplicatedDeployment) -> None:

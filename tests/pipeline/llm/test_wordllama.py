@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+import ray
 
 from pipeline.config import JobConfig
 from pipeline.llm import DeploymentStartError, EmbeddingClient, make_deployment
@@ -19,6 +20,7 @@ from pipeline.llm.deployments.wordllama import server_command
 from pipeline.llm.deployments.wordllama.model import MODELS, ModelFileError, TextEmbedder, verified_file
 from pipeline.llm.deployments.wordllama.server import EmbeddingsApp
 from tests.conftest import DATA_DIR, REPO_ROOT
+from tests.listening import all_loopback, listening_addresses
 
 
 def test_embeddings_are_unit_length_similar_texts_are_closer_and_empty_texts_are_zero():
@@ -80,6 +82,8 @@ def test_a_deployment_serves_embeddings_through_the_router(ray_local):
         assert len(result.vectors) == 2 and len(result.vectors[0]) == 256 and result.prompt_tokens > 0
         described = deployment.describe()
         assert described["engine_version"] == "0.4.0.post1" and len(described["urls"]) == 2
+        for replica in ray.get([r.describe.remote() for r in deployment.replicas]):  # README: servers on loopback
+            assert all_loopback(listening_addresses(replica["server_pid"])) and replica["url"].startswith("http://127.0.0.1:")
         with pytest.raises(NotImplementedError, match="serves embeddings, not chat"):
             deployment.policy("episode-1")
 
