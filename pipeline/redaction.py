@@ -13,7 +13,9 @@ A job's secrets are
 :meth:`Secrets.redact` is applied wherever the job is written (the manifest's job and deployments,
 MLflow's params and artifacts, the job file as an artifact) and to what ids hash, so no secret
 enters a sweep, cell or episode id: a rotated key resumes the same sweep. A value is replaced
-wherever it occurs, so a very short secret also masks other text that happens to contain it.
+wherever it occurs; values shorter than ``MIN_SECRET_CHARS`` are not searched for (``EMPTY``,
+the placeholder key of local servers, is no credential, and replacing it inside other text would
+mask that text and could change ids with the environment).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import yaml
 from pipeline.variables import compose_as_written, construct, expand_variables
 
 REDACTED = "***"
+MIN_SECRET_CHARS = 8
 # Words of a name that mark its value as a secret (a name's words: split at non-alphanumerics and
 # at lower-to-upper case changes, compared lower-cased).
 SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "passphrase", "credential",
@@ -90,10 +93,10 @@ class Secrets:
         environ = os.environ if environ is None else environ
         replacements: dict[str, str] = {}
         for name in _named_variables(job):
-            if environ.get(name):
+            if len(environ.get(name) or "") >= MIN_SECRET_CHARS:
                 replacements[environ[name]] = REDACTED
         for name, value in (variables or {}).items():
-            if value and looks_secret(name):
+            if len(value or "") >= MIN_SECRET_CHARS and looks_secret(name):
                 replacements.setdefault(value, f"${{{name}}}")
         return cls(replacements)
 

@@ -36,8 +36,8 @@ def test_keys_ending_in_env_name_the_variable_that_holds_a_secret():
 
 def test_known_values_secret_keys_and_url_passwords_are_replaced_and_redacting_twice_changes_nothing():
     secrets = Secrets.of_job({"deployments": {"a": {"api_key_env": "KEY_VAR"}}},
-                             {"DB_PASSWORD": "hunter22", "FLOWSTATE_MODEL": "org/model"}, {"KEY_VAR": "sk-123"})
-    data = {"uri": "postgresql://u:hunter22@db/mlflow", "header": "Bearer sk-123", "model": "org/model",
+                             {"DB_PASSWORD": "hunter22", "FLOWSTATE_MODEL": "org/model"}, {"KEY_VAR": "sk-12345678"})
+    data = {"uri": "postgresql://u:hunter22@db/mlflow", "header": "Bearer sk-12345678", "model": "org/model",
             "extra": {"api_key": "written-literally", "token": "${FROM_A_VARIABLE}", "tokens": 5},
             "urls": ["https://u:literal@h/v1", "https://h/v1?token=abc&page=2", "http://h/v1?api-version=3"]}
     redacted = secrets.redact(data)
@@ -169,3 +169,12 @@ def test_an_endpoints_key_travels_with_it_to_a_process_whose_environment_lacks_i
     monkeypatch.delenv("FLOWSTATE_TEST_API_KEY")
     pickle.loads(pickle.dumps(EndpointDeployment(spec)))  # unset in the sender: nothing is carried
     assert "FLOWSTATE_TEST_API_KEY" not in os.environ
+
+
+def test_values_too_short_to_be_credentials_are_not_searched_for():
+    """``EMPTY`` (local servers' placeholder key) would otherwise mask every text that contains it."""
+    secrets = Secrets.of_job({"api_key_env": "LOCAL_KEY"}, {"HF_TOKEN": "abc"},
+                             environ={"LOCAL_KEY": "EMPTY"})
+    assert secrets.redact({"model": "EMPTY-abc-model"}) == {"model": "EMPTY-abc-model"}
+    long = Secrets.of_job({"api_key_env": "LOCAL_KEY"}, environ={"LOCAL_KEY": "sk-12345678"})
+    assert long.redact({"note": "key sk-12345678 here"}) == {"note": f"key {REDACTED} here"}
