@@ -18,10 +18,8 @@ from pipeline.config import NOT_RESULTS, load_job
 from pipeline.estimate import estimate
 from pipeline.manifest import ManifestError, read_manifest
 from pipeline.store.files import REPLACED_MARK
-from pipeline.store.reader import done_episodes
+from pipeline.store.reader import finished_episodes
 from pipeline.sweep import Episodes, Sweep, expand
-
-FAILED = "failed"  # an infrastructure failure's status (pipeline.store.rows.failure_rows)
 
 
 class Plan(BaseModel):
@@ -54,10 +52,9 @@ def plan_sweep(job_path: Path, *, out: Path | None = None, fresh: bool = False,
     in its directory."""
     sweep, sweep_dir = located or locate_sweep(job_path, out=out)
     moved = _move_aside(sweep_dir) if fresh and sweep_dir.exists() else None
-    recorded = done_episodes(sweep_dir)
-    return Plan(job_path=job_path, sweep=sweep, sweep_dir=sweep_dir,
-                done=frozenset(e for e, status in recorded.items() if status != FAILED),
-                retry=frozenset(e for e, status in recorded.items() if status == FAILED), moved_aside=moved)
+    finished = finished_episodes(sweep_dir)
+    return Plan(job_path=job_path, sweep=sweep, sweep_dir=sweep_dir, done=finished.done, retry=finished.failed,
+                moved_aside=moved)
 
 
 def earlier_sweeps(sweep: Sweep, sweep_dir: Path) -> dict[Path, list[str]]:

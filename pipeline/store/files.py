@@ -174,15 +174,18 @@ def broken_files(sweep_dir: Path) -> list[Path]:
 def table_files(sweep_dir: Path) -> dict[str, list[Path]]:
     """Every visible file of each table of one sweep (see the module docstring), but those that are
     not whole Parquet files, each left out with an :class:`IncompleteResultsWarning`."""
-    files = _visible(sweep_dir)
-    for table, paths in files.items():
-        broken = [p for p in paths if not looks_whole(p)]
-        for path in broken:
-            warnings.warn(IncompleteResultsWarning(
-                f"left out {path} (not a whole Parquet file): results are incomplete; `flowstate verify` lists "
-                "what it held, `flowstate run` of the job runs it again"), stacklevel=2)
-        files[table] = [p for p in paths if p not in broken]
-    return files
+    return {table: whole_files(paths) for table, paths in _visible(sweep_dir).items()}
+
+
+def whole_files(paths: list[Path]) -> list[Path]:
+    """``paths`` but those that are not whole Parquet files, each left out with an
+    :class:`IncompleteResultsWarning`."""
+    broken = [p for p in paths if not looks_whole(p)]
+    for path in broken:
+        warnings.warn(IncompleteResultsWarning(
+            f"left out {path} (not a whole Parquet file): results are incomplete; `flowstate verify` lists "
+            "what it held, `flowstate run` of the job runs it again"), stacklevel=3)
+    return [p for p in paths if p not in broken] if broken else paths
 
 
 def is_sweep_dir(path: Path) -> bool:
