@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.store.files import NoResultsError, pending_small, scan_sweep, sweep_dirs, table_files, whole_files
+from pipeline.store.files import NoResultsError, scan_sweep, sweep_dirs, table_files, whole_files
 
 
 def select(files: Sequence[Path | str], columns: str, tail: str = "", params: Sequence[Any] = ()) -> list[dict[str, Any]]:
@@ -55,17 +55,18 @@ def finished_episodes(sweep_dir: Path) -> Finished:
     """
     if not sweep_dir.is_dir():
         return Finished(frozenset(), frozenset())
-    by_table, listed = scan_sweep(sweep_dir)
+    by_table, _ = scan_sweep(sweep_dir)
     elsewhere: set[str] = set()
     for table, partitions in by_table.items():
         for partition in partitions if table != "episodes" else ():
             elsewhere.update(partition.small.keys(), partition.covered)
     parts = {part.path: part.episodes for partition in by_table["episodes"] for part in partition.active_parts}
-    small = {episode: path for partition in by_table["episodes"]
-             for episode, path in pending_small(partition, listed).items()}
-    opened = whole_files(list(parts) + [path for episode, path in small.items() if episode not in elsewhere])
+    small = {episode: partition for partition in by_table["episodes"] for episode in partition.small.keys()
+             if episode not in partition.covered}  # the visible per-episode files (see pending_small)
+    maybe_failed = {episode: partition.small[episode] for episode, partition in small.items() if episode not in elsewhere}
+    opened = whole_files([*parts, *maybe_failed.values()])
     kept = set(opened)
-    finished = {episode for episode, path in small.items() if episode in elsewhere or path in kept}
+    finished = {episode for episode in small if episode not in maybe_failed or maybe_failed[episode] in kept}
     finished.update(*(episodes for path, episodes in parts.items() if path in kept))
     failed = frozenset(r["episode_id"] for r in select(opened, "DISTINCT episode_id", "WHERE status = ?", [FAILED]))
     return Finished(done=frozenset(finished) - failed, failed=failed)
