@@ -27,18 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from machine import machine  # noqa: E402
+from machine import machine, rss_mib  # noqa: E402
 
 FULL = 1_181_436
-
-
-def rss_mib(field: str = "VmRSS") -> float:
-    """Resident memory now, or its peak with ``VmHWM`` (Linux; the peak of this process image, unlike
-    ``ru_maxrss``, which Linux carries across exec from the parent)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def open_store(db: str, queries: int) -> dict[str, float]:

@@ -14,7 +14,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,9 @@ class Progress:
     total_tokens: int = 0
     model_calls: int = 0
     started: float = field(default_factory=time.monotonic)
-    rewards: list[float] = field(default_factory=list)
+    # The mean reward's sum and count (not a list: the driver's memory stays flat however many episodes finish).
+    reward_sum: float = 0.0
+    rewarded: int = 0
 
     @property
     def finished(self) -> int:
@@ -88,7 +91,8 @@ class Progress:
         else:
             self.grading_failed += 1
         if summary.reward is not None:
-            self.rewards.append(summary.reward)
+            self.reward_sum += summary.reward
+            self.rewarded += 1
 
 
 def _fmt_duration(seconds: float | None) -> str:
@@ -101,7 +105,7 @@ def _fmt_duration(seconds: float | None) -> str:
 def status_line(p: Progress) -> str:
     elapsed = time.monotonic() - p.started
     rate = p.finished / elapsed if elapsed > 0 else 0.0
-    mean = f" · mean reward {sum(p.rewards) / len(p.rewards):.3f}" if p.rewards else ""
+    mean = f" · mean reward {p.reward_sum / p.rewarded:.3f}" if p.rewarded else ""
     return (f"episodes {p.finished}/{p.todo} done ({p.completed} ok, {p.failed} failed, {p.grading_failed} ungraded"
             f"{f', {p.retried} retries' if p.retried else ''}) · {p.running} running · {p.model_calls} model calls · "
             f"{p.total_tokens:,} tokens · {rate * 3600:,.0f} episodes/h · ETA {_fmt_duration(p.eta_s())}{mean}")
@@ -136,7 +140,7 @@ def init_ray(address: str | None) -> None:
              log_to_driver=False, runtime_env={"env_vars": env})
 
 
-def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: list[EpisodeSpec], progress: Progress,
+def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: Sequence[EpisodeSpec], progress: Progress,
                  console: Console) -> bool:
     """Run the episodes with a live status line; returns whether the user interrupted."""
     last_print = [0.0]
@@ -210,6 +214,29 @@ def stop_deployments(deployments: Mapping[str, Deployment]) -> None:
         deployment.stop()
 
 
+class EpisodeQueue:
+    """What is left to dispatch: the plan's episodes, each spec built as it goes out (a sweep holds
+    its episodes as ids), then the retries, in the order they failed."""
+
+    def __init__(self, todo: Sequence[EpisodeSpec]) -> None:
+        self._fresh = iter(todo)
+        self._fresh_left = len(todo)
+        self._retries: deque[tuple[EpisodeSpec, int]] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self._fresh_left or self._retries)
+
+    def pop(self) -> tuple[EpisodeSpec, int]:
+        """The next episode and its attempt number."""
+        if self._fresh_left:
+            self._fresh_left -= 1
+            return next(self._fresh), 1
+        return self._retries.popleft()
+
+    def append(self, retry: tuple[EpisodeSpec, int]) -> None:
+        self._retries.append(retry)
+
+
 class Dispatcher:
     """Keeps the actor pool busy, retries failures, records final failures."""
 
@@ -238,18 +265,18 @@ class Dispatcher:
         return EpisodeActor.options(max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=here).remote(
             self.job, str(self.sweep_dir), self.deployments, self.version)
 
-    def run(self, todo: list[EpisodeSpec]) -> None:
+    def run(self, todo: Sequence[EpisodeSpec]) -> None:
         n = actor_count(self.job, len(todo))
         self._per_actor = max(1, math.ceil(self.job.execution.concurrency / n))
         self.actors = [self._new_actor() for _ in range(n)]
         self.slots = {i: 0 for i in range(n)}
-        queue: list[tuple[EpisodeSpec, int]] = [(spec, 1) for spec in todo]
+        queue = EpisodeQueue(todo)
         try:
             while queue or self.in_flight:
                 if STOP_REQUESTED.is_set():
                     raise KeyboardInterrupt
                 while queue and len(self.in_flight) < self.job.execution.concurrency:
-                    spec, attempt = queue.pop(0)
+                    spec, attempt = queue.pop()
                     self._submit(spec, attempt)
                 self._collect(queue)
                 self.progress.running = len(self.in_flight)
@@ -270,7 +297,7 @@ class Dispatcher:
         self.slots[index] += 1
         self.in_flight[ref] = (index, spec, attempt, time.monotonic())
 
-    def _collect(self, queue: list[tuple[EpisodeSpec, int]]) -> None:
+    def _collect(self, queue: EpisodeQueue) -> None:
         ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=POLL_S)
         for ref in ready:
             index, spec, attempt, _ = self.in_flight.pop(ref)
@@ -302,7 +329,7 @@ class Dispatcher:
         self.progress.model_calls = self.retired.calls + sum(m.calls for m in self.meters.values())
         self.progress.total_tokens = self.retired.tokens + sum(m.tokens for m in self.meters.values())
 
-    def _failed(self, spec: EpisodeSpec, attempt: int, exc: Exception, queue: list[tuple[EpisodeSpec, int]]) -> None:
+    def _failed(self, spec: EpisodeSpec, attempt: int, exc: Exception, queue: EpisodeQueue) -> None:
         if attempt < self.job.execution.episode_attempts:
             self.progress.retried += 1
             queue.append((spec, attempt + 1))

@@ -7,6 +7,7 @@ Labelled as an estimate wherever it is shown.
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Set
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -43,7 +44,7 @@ def _measured(sweep_dir: Path) -> dict[str, tuple[int, float, float]]:
     return {r["cell_id"]: (r["n"], r["calls"], r["tokens"]) for r in rows}
 
 
-def _heuristic(cell: Cell, episodes: list[EpisodeSpec]) -> tuple[float, float]:
+def _heuristic(cell: Cell, episodes: Sequence[EpisodeSpec]) -> tuple[float, float]:
     bench = cell.benchmark
     benchmark = benchmark_of(bench)
     session_type = METHODS.get(cell.method.name).session
@@ -63,12 +64,12 @@ def _heuristic(cell: Cell, episodes: list[EpisodeSpec]) -> tuple[float, float]:
     return calls, tokens
 
 
-def estimate(sweep: Sweep, sweep_dir: Path, done: set[str]) -> list[CellEstimate]:
+def estimate(sweep: Sweep, sweep_dir: Path, done: Set[str]) -> list[CellEstimate]:
     measured = _measured(sweep_dir)
     estimates = []
     for cell in sweep.cells:
-        episodes = [e for e in sweep.episodes if e.cell.cell_id == cell.cell_id]
-        pending = [e for e in episodes if e.episode_id not in done]
+        episodes = sweep.episodes.of_cell(cell.cell_id)
+        pending = episodes.without(done)
         if cell.cell_id in measured:
             n, calls, tokens = measured[cell.cell_id]
             source = f"measured ({n} episodes)"

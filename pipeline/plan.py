@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -17,10 +18,8 @@ from pipeline.config import NOT_RESULTS, load_job
 from pipeline.estimate import estimate
 from pipeline.manifest import ManifestError, read_manifest
 from pipeline.store.files import REPLACED_MARK
-from pipeline.store.reader import done_episodes
-from pipeline.sweep import EpisodeSpec, Sweep, expand
-
-FAILED = "failed"  # an infrastructure failure's status (pipeline.store.rows.failure_rows)
+from pipeline.store.reader import finished_episodes
+from pipeline.sweep import Episodes, Sweep, expand
 
 
 class Plan(BaseModel):
@@ -35,9 +34,10 @@ class Plan(BaseModel):
     # Where --fresh moved earlier results of this sweep (None when nothing was moved).
     moved_aside: Path | None = None
 
-    @property
-    def todo(self) -> list[EpisodeSpec]:
-        return [spec for spec in self.sweep.episodes if spec.episode_id not in self.done]
+    @cached_property
+    def todo(self) -> Episodes:
+        """The episodes not done, in sweep order (held as ids; each spec is built when it is dispatched)."""
+        return self.sweep.episodes.without(self.done)
 
 
 def locate_sweep(job_path: Path, *, out: Path | None = None) -> tuple[Sweep, Path]:
@@ -52,10 +52,9 @@ def plan_sweep(job_path: Path, *, out: Path | None = None, fresh: bool = False,
     in its directory."""
     sweep, sweep_dir = located or locate_sweep(job_path, out=out)
     moved = _move_aside(sweep_dir) if fresh and sweep_dir.exists() else None
-    recorded = done_episodes(sweep_dir)
-    return Plan(job_path=job_path, sweep=sweep, sweep_dir=sweep_dir,
-                done=frozenset(e for e, status in recorded.items() if status != FAILED),
-                retry=frozenset(e for e, status in recorded.items() if status == FAILED), moved_aside=moved)
+    finished = finished_episodes(sweep_dir)
+    return Plan(job_path=job_path, sweep=sweep, sweep_dir=sweep_dir, done=finished.done, retry=finished.failed,
+                moved_aside=moved)
 
 
 def earlier_sweeps(sweep: Sweep, sweep_dir: Path) -> dict[Path, list[str]]:
@@ -85,7 +84,7 @@ def earlier_sweeps(sweep: Sweep, sweep_dir: Path) -> dict[Path, list[str]]:
 
 def plan_table(plan: Plan) -> Table:
     """The dry run's table: per cell, episodes done and to run, estimated model calls and tokens."""
-    sweep, done = plan.sweep, set(plan.done)
+    sweep, done = plan.sweep, plan.done
     table = Table(title=f"sweep {sweep.sweep_id} (dry run: nothing started)")
     for column in ("cell", "episodes", "done", "to run", "model calls (est.)", "tokens (est.)", "estimate from"):
         table.add_column(column, justify="left" if column in ("cell", "estimate from") else "right")

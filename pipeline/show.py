@@ -1,45 +1,93 @@
-"""``flowstate show EPISODE_ID``: one episode, readably — requests, steps, state, tools, messages, tokens."""
+"""``flowstate show EPISODE_ID``: one episode, readably — requests, steps, state, tools, model calls, tokens.
+
+Every text is cut in the query, with its length beside it, so an episode holding a 10 MB tool result
+or completion is shown from a few kilobytes: DuckDB reads the values, Python never holds one whole.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pipeline.store.reader import runs_table_files, select
 
+SHORT = 100  # ids, arguments, summaries
+LONG = 400  # queries, messages, tool results, completions
+
 
 class EpisodeNotFound(LookupError):
     pass
 
 
-def _rows(runs: Path, table: str, tail: str, params: list[Any]) -> list[dict]:
-    return select(runs_table_files(runs, table), "*", tail, params)
+def _cut(column: str, limit: int = LONG) -> str:
+    """``column`` cut to ``limit`` characters, and its whole length as ``<column>_chars``."""
+    return f"left({column}, {limit}) AS {column}, length({column}) AS {column}_chars"
+
+
+def _cut_each(column: str, fields: dict[str, int | None] | None = None, limit: int = SHORT) -> str:
+    """A list column with each string, or each struct's fields that have a limit, cut to it."""
+    if fields is None:
+        return f"list_transform({column}, lambda x: left(x, {limit})) AS {column}"
+    parts = ", ".join(f"'{name}': " + (f"x.{name}" if cut is None else f"left(x.{name}, {cut})")
+                      for name, cut in fields.items())
+    return f"list_transform({column}, lambda x: {{{parts}}}) AS {column}"
+
+
+_REJECTION: dict[str, int | None] = {"operation": None, "state_id": SHORT, "reason": None, "detail": SHORT}
+EPISODE = ("* EXCLUDE (error, grading_json, repository_json, benchmark_options_json, method_options_json), "
+           + _cut("error", 2000))
+STEP = ", ".join([
+    "request, step, prompt_tokens, completion_tokens, latency_s, active_nodes, observation_id, observation_chars",
+    "tool_errors", _cut("query"), _cut("assistant_message"), _cut_each("parse_errors", limit=2 * SHORT),
+    _cut_each("accepted_ops", {"operation": None, "state_id": SHORT}), _cut_each("rejected_ops", _REJECTION),
+    _cut_each("focus_requested"), _cut_each("disclosed"), _cut_each("focus_rejected", _REJECTION),
+    _cut_each("tool_calls", {"name": SHORT, "arguments_json": SHORT}),
+])
+TRANSCRIPT = ("role, error, " + _cut("content") + ", list_transform(from_json(tool_calls_json, "
+              "'[{\"name\": \"VARCHAR\", \"arguments\": \"JSON\"}]'), lambda x: {'name': left(x.name, 100), "
+              f"'arguments': left(x.arguments::VARCHAR, {SHORT})}}) AS tool_calls")
+MESSAGE = ("caller, request, step, prompt_tokens, completion_tokens, latency_s, length(prompt_json) AS prompt_chars, "
+           + _cut("completion"))
+NODES = ("list_transform(from_json(repository_json, '{\"nodes\": [{\"source_request\": \"INTEGER\", "
+         "\"state_id\": \"VARCHAR\", \"type\": \"VARCHAR\", \"origin\": \"VARCHAR\", \"summary\": \"VARCHAR\"}]}').nodes, "
+         f"lambda x: {{'source_request': x.source_request, 'state_id': left(x.state_id, {SHORT}), 'type': x.type, "
+         f"'origin': x.origin, 'summary': left(x.summary, {SHORT})}}) AS nodes")
+
+
+def _rows(runs: Path, table: str, columns: str, tail: str, params: list[Any]) -> list[dict]:
+    return select(runs_table_files(runs, table), columns, tail, params)
 
 
 def load_episode(runs: Path, episode_id: str) -> dict[str, list[dict]]:
-    """The episode's rows of every table; ``episode_id`` may be a unique prefix."""
-    episodes = _rows(runs, "episodes", "WHERE starts_with(episode_id, ?) ORDER BY episode_id", [episode_id])
+    """What ``render`` shows of the episode, every text cut; ``episode_id`` may be a unique prefix."""
+    episodes = _rows(runs, "episodes", EPISODE, "WHERE starts_with(episode_id, ?) ORDER BY episode_id", [episode_id])
     ids = sorted({e["episode_id"] for e in episodes})
     if not ids:
         raise EpisodeNotFound(f"no episode {episode_id!r} under {runs}")
     if len(ids) > 1:
         raise EpisodeNotFound(f"{episode_id!r} matches {len(ids)} episodes: {', '.join(ids[:5])}…; give more characters")
-    full = ids[0]
+    full = [ids[0]]
     return {
-        "episodes": [e for e in episodes if e["episode_id"] == full],
-        "steps": _rows(runs, "steps", "WHERE episode_id = ? ORDER BY request, step", [full]),
-        "transcript": _rows(runs, "transcript", "WHERE episode_id = ? ORDER BY seq", [full]),
-        "messages": _rows(runs, "messages", "WHERE episode_id = ? ORDER BY seq", [full]),
-        "request_outcomes": _rows(runs, "request_outcomes", "WHERE episode_id = ? ORDER BY request", [full]),
-        "method_records": _rows(runs, "method_records", "WHERE episode_id = ? ORDER BY seq", [full]),
+        "episodes": [e for e in episodes if e["episode_id"] == full[0]],
+        "repository": _rows(runs, "episodes", NODES, "WHERE episode_id = ? AND repository_json IS NOT NULL", full),
+        "steps": _rows(runs, "steps", STEP, "WHERE episode_id = ? ORDER BY request, step", full),
+        "transcript": _rows(runs, "transcript", TRANSCRIPT, "WHERE episode_id = ? ORDER BY seq", full),
+        "messages": _rows(runs, "messages", MESSAGE, "WHERE episode_id = ? ORDER BY seq", full),
+        "request_outcomes": _rows(runs, "request_outcomes", "request, correct", "WHERE episode_id = ? ORDER BY request",
+                                  full),
+        "method_records": _rows(runs, "method_records", "kind, count(*) AS n", "WHERE episode_id = ? GROUP BY kind "
+                                "ORDER BY kind", full),
     }
 
 
-def _clip(text: Any, limit: int = 160) -> str:
+def _clip(text: Any, limit: int = 160, chars: int | None = None) -> str:
+    """One line of at most ``limit`` characters, with the whole length when it was cut."""
     text = "" if text is None else str(text).replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    total = len(text) if chars is None else chars
+    if total <= limit:
+        return text
+    return text[: limit - 1] + "…" + (f" ({total:,} chars)" if total >= 1000 else "")
 
 
 def render(data: dict[str, list[dict]]) -> Iterator[str]:
@@ -47,7 +95,7 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
     yield f"episode {ep['episode_id']}  sweep {ep['sweep_id']}"
     yield f"  cell {ep['cell']}  task {ep['task_id']}  trial {ep['trial']}  seed {ep['seed']}"
     if ep["status"] == "failed":
-        yield f"  FAILED after {ep['attempts']} attempt(s): {ep['error']}"
+        yield f"  FAILED after {ep['attempts']} attempt(s): {_clip(ep['error'], 2000, ep['error_chars'])}"
         return
     metrics = ", ".join(f"{k} {v:g}" for k, v in sorted((ep["metrics"] or {}).items()))
     yield (f"  status {ep['status']} · termination {ep['termination']} · reward {ep['reward']} ({ep['grading_basis']}"
@@ -64,34 +112,37 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
                + f" ({sum(bool(r['correct']) for r in graded)}/{len(graded)} correct)")
     records = data.get("method_records") or []
     if records:
-        kinds: dict[str, int] = {}
-        for r in records:
-            kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
-        yield "  method records: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+        yield "  method records: " + ", ".join(f"{r['n']} {r['kind']}" for r in records)
     request = None
     for s in data["steps"]:
         if s["request"] != request:
             request = s["request"]
             yield ""
-            yield f"request {request}: {_clip(s['query'])}"
+            yield f"request {request}: {_clip(s['query'], chars=s['query_chars'])}"
         yield from _step_lines(s)
     yield ""
     yield "conversation:"
     for m in data["transcript"]:
         if m["role"] == "tool":
-            yield f"  tool{' (error)' if m['error'] else ''}: {_clip(m['content'])}"
-        elif m["tool_calls_json"]:
-            calls = json.loads(m["tool_calls_json"])
-            yield "  assistant calls: " + "; ".join(f"{c['name']}({_clip(json.dumps(c['arguments']), 80)})" for c in calls)
+            yield f"  tool{' (error)' if m['error'] else ''}: {_clip(m['content'], chars=m['content_chars'])}"
+        elif m["tool_calls"]:
+            yield "  assistant calls: " + "; ".join(f"{c['name']}({_clip(c['arguments'], 80)})" for c in m["tool_calls"])
         else:
-            yield f"  {m['role']}: {_clip(m['content'], 400)}"
-    if ep.get("repository_json"):
-        nodes = json.loads(ep["repository_json"])["nodes"]
+            yield f"  {m['role']}: {_clip(m['content'], LONG, m['content_chars'])}"
+    if data["messages"]:
+        yield ""
+        yield "model calls:"
+        for m in data["messages"]:
+            tokens = f"{m['prompt_tokens']} + {m['completion_tokens']} tokens, " if m["prompt_tokens"] is not None else ""
+            yield (f"  {m['caller']} (request {m['request']}, step {m['step']}): prompt {m['prompt_chars']:,} chars, "
+                   f"{tokens}{m['latency_s'] or 0:.2f} s -> {_clip(m['completion'], 200, m['completion_chars'])}")
+    nodes = data["repository"][0]["nodes"] if data.get("repository") else None
+    if nodes is not None:
         tool = sum(n["origin"] == "tool" for n in nodes)
         yield ""
         yield f"final repository: {len(nodes)} nodes ({len(nodes) - tool} model, {tool} persisted observations)"
         for n in nodes:
-            yield f"  [{n['source_request']}] {n['state_id']} ({n['type']}, {n['origin']}): {_clip(n['summary'], 100)}"
+            yield f"  [{n['source_request']}] {n['state_id']} ({n['type']}, {n['origin']}): {_clip(n['summary'], SHORT)}"
 
 
 def _role_tokens(ep: dict, role: str) -> str:
@@ -105,16 +156,16 @@ def _step_lines(s: dict) -> Iterator[str]:
     for op in s["accepted_ops"] or []:
         yield f"    + {op['operation']} {op['state_id']}"
     for op in s["rejected_ops"] or []:
-        yield f"    ✗ {op['operation']} {op['state_id']}: {op['reason']} — {_clip(op['detail'], 100)}"
+        yield f"    ✗ {op['operation']} {op['state_id']}: {op['reason']} — {_clip(op['detail'], SHORT)}"
     if s["focus_requested"]:
         yield f"    focus {s['focus_requested']} -> disclosed {s['disclosed']}"
     for r in s["focus_rejected"] or []:
         yield f"    ✗ focus {r['state_id']}: {r['reason']}"
     for call in s["tool_calls"] or []:
-        yield f"    tool {call['name']}({_clip(call['arguments_json'], 100)})"
+        yield f"    tool {call['name']}({_clip(call['arguments_json'], SHORT)})"
     if s["observation_id"]:
-        yield f"    -> {s['observation_id']} ({s['observation_chars']} chars, {s['tool_errors']} errors)"
+        yield f"    -> {s['observation_id']} ({s['observation_chars']:,} chars, {s['tool_errors']} errors)"
     if s["assistant_message"]:
-        yield f"    message: {_clip(s['assistant_message'], 300)}"
+        yield f"    message: {_clip(s['assistant_message'], 300, s['assistant_message_chars'])}"
     for error in s["parse_errors"] or []:
         yield f"    parse error: {_clip(error, 200)}"

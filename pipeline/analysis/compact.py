@@ -110,7 +110,7 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
             con.execute(
                 "COPY (SELECT * FROM read_parquet(getvariable('compact_inputs'), union_by_name = true, "
                 "hive_partitioning = false) WHERE NOT list_contains(getvariable('compact_exclude'), episode_id)) "
-                f"TO {_literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
+                f"TO {_literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192, "
                 f"KV_METADATA {{{_literal(PART_META_KEY)}: {_literal(record)}}})")
         _fsync(tmp)
         record_file(tmp, final, episodes)

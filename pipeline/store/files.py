@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -83,6 +84,29 @@ def _part_records(paths: list[Path]) -> dict[str, bytes]:
                                 {"files": [str(p) for p in paths], "key": PART_META_KEY}).fetchall())
 
 
+class EpisodeFiles(Mapping[str, Path]):
+    """A folder's per-episode files by episode id, each path made when it is asked for (a sweep
+    may hold hundreds of thousands, and listing them is what a resume does first)."""
+
+    def __init__(self, directory: Path, episodes: set[str]) -> None:
+        self._directory = directory
+        self._episodes = episodes
+
+    def __getitem__(self, episode: str) -> Path:
+        if episode not in self._episodes:
+            raise KeyError(episode)
+        return self._directory / f"{episode}{PARQUET}"
+
+    def __contains__(self, episode: object) -> bool:
+        return episode in self._episodes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._episodes)
+
+    def __len__(self) -> int:
+        return len(self._episodes)
+
+
 @dataclass(frozen=True)
 class Partition:
     """One ``<table>/cell=<id>/`` folder."""
@@ -90,7 +114,7 @@ class Partition:
     table: str
     directory: Path
     parts: tuple[Part, ...]
-    small: dict[str, Path]  # episode id -> per-episode file
+    small: EpisodeFiles  # episode id -> per-episode file
 
     @cached_property
     def _replaced(self) -> frozenset[str]:
@@ -113,10 +137,10 @@ class Partition:
         return frozenset().union(*(p.episodes for p in self.active_parts))
 
 
-def _listing(directory: Path) -> tuple[list[Path], dict[str, Path]]:
+def _listing(directory: Path) -> tuple[list[Path], EpisodeFiles]:
     """(part files, per-episode files by episode id) of one partition folder."""
     parts: list[Path] = []
-    small: dict[str, Path] = {}
+    small: set[str] = set()
     with os.scandir(directory) as entries:
         for entry in entries:
             name = entry.name
@@ -125,8 +149,8 @@ def _listing(directory: Path) -> tuple[list[Path], dict[str, Path]]:
             if name.startswith(PART_PREFIX):
                 parts.append(Path(entry.path))
             else:
-                small[name[: -len(PARQUET)]] = Path(entry.path)
-    return sorted(parts), small
+                small.add(name[: -len(PARQUET)])
+    return sorted(parts), EpisodeFiles(directory, small)
 
 
 def done_episodes(by_table: dict[str, list[Partition]]) -> frozenset[str]:
@@ -174,15 +198,18 @@ def broken_files(sweep_dir: Path) -> list[Path]:
 def table_files(sweep_dir: Path) -> dict[str, list[Path]]:
     """Every visible file of each table of one sweep (see the module docstring), but those that are
     not whole Parquet files, each left out with an :class:`IncompleteResultsWarning`."""
-    files = _visible(sweep_dir)
-    for table, paths in files.items():
-        broken = [p for p in paths if not looks_whole(p)]
-        for path in broken:
-            warnings.warn(IncompleteResultsWarning(
-                f"left out {path} (not a whole Parquet file): results are incomplete; `flowstate verify` lists "
-                "what it held, `flowstate run` of the job runs it again"), stacklevel=2)
-        files[table] = [p for p in paths if p not in broken]
-    return files
+    return {table: whole_files(paths) for table, paths in _visible(sweep_dir).items()}
+
+
+def whole_files(paths: list[Path]) -> list[Path]:
+    """``paths`` but those that are not whole Parquet files, each left out with an
+    :class:`IncompleteResultsWarning`."""
+    broken = [p for p in paths if not looks_whole(p)]
+    for path in broken:
+        warnings.warn(IncompleteResultsWarning(
+            f"left out {path} (not a whole Parquet file): results are incomplete; `flowstate verify` lists "
+            "what it held, `flowstate run` of the job runs it again"), stacklevel=3)
+    return [p for p in paths if p not in broken] if broken else paths
 
 
 def is_sweep_dir(path: Path) -> bool:

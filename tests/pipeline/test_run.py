@@ -23,7 +23,7 @@ from pipeline.config import load_job
 from pipeline.fixtures.oracle_server import OracleResponder
 from pipeline.launch import run_sweep
 from pipeline.llm.stub_server import StubServer
-from pipeline.store.reader import done_episodes
+from pipeline.store.reader import finished_episodes
 from pipeline.sweep import expand
 from tests.conftest import REPO_ROOT
 
@@ -218,7 +218,7 @@ def test_killing_the_driver_then_running_again_resumes_without_duplicates(ray_lo
             time.sleep(3)
         assert 3 <= len(done_before) < 16
         compact(sweep_dir)  # compacted in between: what was finished is now in parts
-        assert set(done_episodes(sweep_dir)) == done_before
+        assert finished_episodes(sweep_dir).done == done_before
         result = run_sweep(job, out=tmp_path / "runs")
     assert result.skipped == len(done_before) and result.completed == 16 - len(done_before)
     assert_all_passed(sweep_dir, 16)

@@ -14,7 +14,7 @@ import pytest
 from pipeline import atomic
 from pipeline.store import writer
 from pipeline.store.inventory import FileRecord, read_record, record_path
-from pipeline.store.reader import done_episodes
+from pipeline.store.reader import Finished, finished_episodes
 from pipeline.store.writer import WRITE_ORDER, episode_file, write_episode, write_parquet_atomic
 from tests.pipeline.analysis.builder import SweepBuilder, table_of
 
@@ -36,7 +36,7 @@ def test_every_table_is_written_with_the_episodes_file_last(tmp_path: Path, monk
     ids, rows = rows_for(SweepBuilder(tmp_path), WRITE_ORDER)
     write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
     assert written == list(WRITE_ORDER) and written[-1] == "episodes"
-    assert done_episodes(tmp_path) == {ids["episode_id"]: "completed"}
+    assert finished_episodes(tmp_path) == Finished(done=frozenset({ids["episode_id"]}), failed=frozenset())
 
 
 def test_a_retry_with_fewer_tables_removes_the_earlier_attempts_files(tmp_path: Path) -> None:
