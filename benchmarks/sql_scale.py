@@ -41,7 +41,7 @@ from pipeline.store.files import PART_META_KEY, PART_PREFIX
 from pipeline.store.schema import SCHEMA_VERSION
 from pipeline.store.tables import ANALYSIS_SCHEMAS
 from pipeline.store.verify import verify_sweep
-from pipeline.store.writer import SMALL_FILE_OPTIONS, write_parquet_atomic
+from pipeline.store.writer import encode_small_parquet, write_encoded_atomic, write_parquet_atomic
 
 CELLS = [(d, m, a) for d in ("airline", "retail") for m in ("full_context", "flowstate", "flowstate-json")
          for a in ("model-a", "model-b")]
@@ -74,8 +74,8 @@ def _structs(rng: np.random.Generator, n: int, fields: dict[str, pa.Array]) -> p
 class Cell:
     """The rows of one cell's episodes, generated column by column."""
 
-    def __init__(self, rng: np.random.Generator, index: int, episodes: int) -> None:
-        self.rng, self.domain, self.method, self.model = rng, *CELLS[index]
+    def __init__(self, rng: np.random.Generator, index: int, episodes: int, key: tuple[str, str, str]) -> None:
+        self.rng, (self.domain, self.method, self.model) = rng, key
         self.cell_id = f"cell{index:08d}"
         self.episode_ids = np.array([f"ep{index:02d}{i:010d}" for i in range(episodes)])
         self.requests = rng.integers(3, 9, episodes)
@@ -229,14 +229,17 @@ class Cell:
         return self.table("transcript", cols)
 
 
-def generate(root: Path, rows: int, small: bool, seed: int = 7) -> tuple[int, int]:
-    """Write a sweep of about ``rows`` step rows; returns (step rows, files)."""
+def generate(root: Path, rows: int, small: bool, seed: int = 7, cells: list[tuple[str, str, str]] = CELLS,
+             parts: int = 100) -> tuple[int, int]:
+    """Write a sweep of about ``rows`` step rows over ``cells`` (domain, method, model), per episode
+    (``small``) or in up to ``parts`` parts per table and cell (1: as compaction leaves them);
+    returns (step rows, files)."""
     rng = np.random.default_rng(seed)
-    per_cell = max(1, round(rows / len(CELLS) / 35))  # ~35 steps per episode
+    per_cell = max(1, round(rows / len(cells) / 35))  # ~35 steps per episode
     sweep = root / SWEEP
     total = files = 0
-    for i in range(len(CELLS)):
-        cell = Cell(rng, i, per_cell)
+    for i, key in enumerate(cells):
+        cell = Cell(rng, i, per_cell, key)
         steps = cell.steps_table()
         tables = {"steps": steps, "messages": cell.messages_table(steps), "transcript": cell.transcript_table(steps),
                   "episodes": cell.episodes_table(steps)}
@@ -246,28 +249,28 @@ def generate(root: Path, rows: int, small: bool, seed: int = 7) -> tuple[int, in
             if name != "episodes":  # a failed episode has only its episodes row
                 table = table.filter(pc.invert(pc.is_in(table["episode_id"], pa.array(sorted(failed) or [""]))))
             folder = sweep / name / f"cell={cell.cell_id}"
-            for path, chunk in _split(folder, table, small):
+            for path, chunk in _split(folder, table, small, parts):
                 episodes = sorted(set(chunk["episode_id"].to_pylist()))
                 if small:
-                    write_parquet_atomic(path, chunk, episodes, SMALL_FILE_OPTIONS)  # as the store writes them
+                    write_encoded_atomic(encode_small_parquet(path, chunk, episodes))  # as the store writes them
                 else:
                     meta = {PART_META_KEY: json.dumps({"episodes": episodes}).encode()}
-                    write_parquet_atomic(path, chunk.replace_schema_metadata(meta), episodes, {"compression": "zstd"})
+                    write_parquet_atomic(path, chunk.replace_schema_metadata(meta), episodes)
                 files += 1
     (sweep / "manifest.json").write_text(json.dumps({"sweep_id": SWEEP, "job_name": "scale", "code_version": "bench",
                                                      "job": {"trials": 3}, "cells": []}))
     return total, files
 
 
-def _split(folder: Path, table: pa.Table, small: bool) -> Iterator[tuple[Path, pa.Table]]:
-    """Per episode (small files), or about 100 parts per cell (episodes never split)."""
+def _split(folder: Path, table: pa.Table, small: bool, parts: int) -> Iterator[tuple[Path, pa.Table]]:
+    """Per episode (small files), or up to ``parts`` parts per cell (episodes never split)."""
     ids = table["episode_id"].to_numpy(zero_copy_only=False)
     bounds = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1], [True]]))
     if small:
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             yield folder / f"{ids[a]}.parquet", table.slice(a, b - a)
         return
-    groups = np.array_split(bounds[:-1], min(100, len(bounds) - 1))
+    groups = np.array_split(bounds[:-1], min(parts, len(bounds) - 1))
     for k, group in enumerate(groups):
         a, b = group[0], bounds[np.searchsorted(bounds, group[-1]) + 1]
         yield folder / f"{PART_PREFIX}{k:020d}-bench.parquet", table.slice(a, b - a)

@@ -83,6 +83,8 @@ class Tracking(Strict):
     experiment: str | None = None  # default: the job's name
     tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI or MLflow's own default
     trace_samples_per_cell: int = Field(default=3, ge=0)
+    # How often the driver pushes the cells' live metrics to MLflow while episodes finish.
+    live_every_s: float = Field(default=5.0, gt=0)
 
 
 class Analysis(Strict):

@@ -50,6 +50,8 @@ def request_stop(signum: int, frame: Any) -> None:
     STOP_REQUESTED.set()
     raise KeyboardInterrupt
 METER_EVERY_S = 2.0
+# Told of each finished episode: its summary, or None for one recorded as an infrastructure failure.
+OnEpisode = Callable[[EpisodeSpec, EpisodeSummary | None], None]
 
 
 @dataclass
@@ -112,9 +114,11 @@ def status_line(p: Progress) -> str:
 
 
 def dispatch(plan: Plan, *, address: str | None, console: Console,
-             on_started: Callable[[dict[str, Any]], None] = lambda described: None) -> tuple[Progress, bool]:
+             on_started: Callable[[dict[str, Any]], None] = lambda described: None,
+             on_episode: OnEpisode = lambda spec, summary: None) -> tuple[Progress, bool]:
     """Run the plan's episodes still to do; returns the progress and whether the user interrupted.
-    ``on_started`` receives the started deployments' descriptions (for the manifest)."""
+    ``on_started`` receives the started deployments' descriptions (for the manifest), ``on_episode``
+    each episode as it finishes (for live tracking)."""
     progress = Progress(total=len(plan.sweep.episodes), skipped=len(plan.done))
     todo = plan.todo
     if not todo:
@@ -125,7 +129,7 @@ def dispatch(plan: Plan, *, address: str | None, console: Console,
         check_schema_enforcement(plan.sweep.job, deployments)
         on_started({name: d.describe() for name, d in deployments.items()})
         progress.started = time.monotonic()  # rates count from the first dispatch, not from start-up
-        return progress, _with_status(plan, deployments, todo, progress, console)
+        return progress, _with_status(plan, deployments, todo, progress, console, on_episode)
     finally:
         stop_deployments(deployments)
 
@@ -141,7 +145,7 @@ def init_ray(address: str | None) -> None:
 
 
 def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: Sequence[EpisodeSpec], progress: Progress,
-                 console: Console) -> bool:
+                 console: Console, on_episode: OnEpisode) -> bool:
     """Run the episodes with a live status line; returns whether the user interrupted."""
     last_print = [0.0]
 
@@ -156,7 +160,7 @@ def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: Sequence[
     try:
         if live is not None:
             live.start()
-        Dispatcher(plan.sweep, plan.sweep_dir, deployments, progress, show).run(todo)
+        Dispatcher(plan.sweep, plan.sweep_dir, deployments, progress, show, on_episode).run(todo)
         return False
     except KeyboardInterrupt:
         console.print("interrupted: finished episodes are kept; run the same command again to resume")
@@ -241,13 +245,14 @@ class Dispatcher:
     """Keeps the actor pool busy, retries failures, records final failures."""
 
     def __init__(self, sweep: Sweep, sweep_dir: Path, deployments: Mapping[str, Deployment],
-                 progress: Progress, on_update: Callable[[Progress], None]) -> None:
+                 progress: Progress, on_update: Callable[[Progress], None], on_episode: OnEpisode) -> None:
         self.sweep = sweep
         self.job = sweep.job
         self.sweep_dir = sweep_dir
         self.deployments = dict(deployments)
         self.progress = progress
         self.on_update = on_update
+        self.on_episode = on_episode
         self.version = code_version()
         self.actors: list[Any] = []
         self.slots: dict[int, int] = {}
@@ -303,11 +308,14 @@ class Dispatcher:
             index, spec, attempt, _ = self.in_flight.pop(ref)
             self.slots[index] -= 1
             try:
-                self.progress.add(ray.get(ref))
+                summary = ray.get(ref)
             except RayError as exc:  # the actor died, the episode raised, or it was cancelled
                 if isinstance(exc, RayActorError):
                     self._replace_actor(index)
                 self._failed(spec, attempt, exc, queue)
+                continue
+            self.progress.add(summary)
+            self.on_episode(spec, summary)
 
     def _replace_actor(self, index: int) -> None:
         """The actor died: its other episodes fail too and are retried; start a fresh one."""
@@ -337,6 +345,7 @@ class Dispatcher:
         rows = failure_rows(spec, error=_describe(exc), attempts=attempt, code_version=self.version)
         write_episode(self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
         self.progress.failed += 1
+        self.on_episode(spec, None)
 
 
 def _describe(exc: Exception) -> str:

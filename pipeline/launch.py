@@ -13,13 +13,15 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
 
 from pipeline.analysis.compact import forget_episodes
+from pipeline.analysis.live import FAILED, KILLED, LiveTracking
 from pipeline.claim import claim_sweep
-from pipeline.dispatch import dispatch
+from pipeline.dispatch import Progress, dispatch
 from pipeline.finish import finish_sweep
 from pipeline.manifest import check_manifest_belongs, write_manifest
 from pipeline.plan import Plan, earlier_sweeps, locate_sweep, plan_sweep, plan_table
@@ -63,6 +65,30 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
         return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console)
 
 
+def _dispatch_live(plan: Plan, job_path: Path, address: str | None, console: Console,
+                   started_at: datetime) -> tuple[Progress, bool]:
+    """Dispatch, with the sweep's MLflow runs live while episodes run (:mod:`pipeline.analysis.live`):
+    they end KILLED when the user stops the sweep, FAILED when it raises, and stay RUNNING until
+    the sweep is logged in full at its end. Nothing to run: MLflow is not touched (nor imported)."""
+    def started(deployments: dict[str, Any]) -> None:
+        write_manifest(plan.sweep, plan.sweep_dir, job_path=job_path, deployments=deployments)
+        if live is not None:
+            live.start(deployments)
+
+    live = LiveTracking(plan, started_at=started_at, warn=lambda message: console.print(f"[yellow]{message}[/yellow]")
+                        ) if plan.todo else None
+    try:
+        progress, interrupted = dispatch(plan, address=address, console=console, on_started=started,
+                                         on_episode=live.episode if live is not None else lambda spec, summary: None)
+    except BaseException as exc:
+        if live is not None:
+            live.close(KILLED if isinstance(exc, KeyboardInterrupt) else FAILED)
+        raise
+    if live is not None:
+        live.close(KILLED if interrupted else None)
+    return progress, interrupted
+
+
 def _quarantine_bad_files(sweep_dir: Path, console: Console) -> None:
     """Before resuming: a repair cut short finished, orphan rows dropped, bad or missing files out
     of the way and their episodes to run again. Files are checked by size, footer and record, not
@@ -93,8 +119,7 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
     started_at = datetime.now(UTC)
     changes = bool(plan.todo or plan.retry)
     write_manifest(sweep, sweep_dir, job_path=job_path, unfinished=changes)
-    progress, interrupted = dispatch(plan, address=address, console=console, on_started=lambda deployments: write_manifest(
-        sweep, sweep_dir, job_path=job_path, deployments=deployments))
+    progress, interrupted = _dispatch_live(plan, job_path, address, console, started_at)
     result = SweepResult(
         sweep_id=sweep.sweep_id, sweep_dir=sweep_dir, episodes=len(sweep.episodes), skipped=len(plan.done),
         completed=progress.completed, failed=progress.failed, grading_failed=progress.grading_failed,

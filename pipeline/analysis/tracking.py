@@ -13,6 +13,14 @@ Layout (experiment: the job's ``tracking.experiment``, else its name):
   ``log_batch`` at step = the cell's finished episodes; up to ``trace_samples_per_cell`` episodes as
   traces attached to the child run.
 
+While a sweep runs, :mod:`pipeline.analysis.live` keeps the same runs RUNNING with live metrics;
+this module logs everything at the end, once per sweep and in batches: each query runs once over
+all cells, one ``log_batch`` per run, the sampled episodes read in one pass, the tables and the
+report once. It ends the runs: FINISHED once every planned episode has a row; before that, a run
+already ended keeps its status (KILLED, FAILED) and one left RUNNING by a driver that died is
+KILLED; the cells' runs end as the sweep's. A parent it makes after the fact spans the sweep's
+recorded runs.
+
 Re-logging reuses everything: the parent run id is kept in the manifest (``mlflow_run_id``) and also
 found by its sweep tag; child runs are found by parent and cell tags; params are logged once (they
 cannot change in MLflow); a metric is logged again only when its value changed; traces are found by
@@ -21,41 +29,36 @@ their episode tag and only the missing samples are added.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import mlflow
+import pyarrow as pa
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, Run
-from mlflow.exceptions import MlflowException
+from mlflow.entities import Run
 from pydantic import BaseModel
 
+from pipeline.analysis import mlflow_runs as runs
 from pipeline.analysis.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.analysis.formats import to_csv, to_markdown
-from pipeline.analysis.query import connect, list_queries, load_query, query_rows, query_table
+from pipeline.analysis.mlflow_runs import CELL_KEYS, PARENT_TAG, SWEEP_TAG
+from pipeline.analysis.query import connect, list_queries, load_query, query_table
 from pipeline.analysis.report import job_baseline, resolve_baseline, write_report
-from pipeline.analysis.traces import CELL_TAG, EPISODE_TAG, episode_rows, log_episode_trace
+from pipeline.analysis.traces import CELL_TAG, EPISODE_TAG, episode_rows, episode_trace, write_traces
 from pipeline.claim import claim_sweep
-from pipeline.manifest import MANIFEST, read_manifest, record_mlflow_run
-from pipeline.redaction import redact_url, redacted_job_text, restore
+from pipeline.manifest import read_manifest, record_mlflow_run
+from pipeline.redaction import redact_url
 from pipeline.store.files import broken_files
 
-SWEEP_TAG = "flowstate.sweep_id"
-PARENT_TAG = "mlflow.parentRunId"
-CELL_KEYS = ("benchmark", "domain", "method", "model")
+__all__ = ["CELL_TAG", "PARENT_TAG", "SWEEP_TAG", "TrackingResult", "cell_metrics", "log_sweep"]
 # query -> metric name prefix; each of these returns one row per cell (keyed by CELL_KEYS)
 CELL_METRICS = {"pass_rate": "", "tokens": "tokens.", "isu_ops": "isu.", "psa": "psa.", "parse_errors": "protocol.",
                 "depth_retention": "depth."}
 _SKIP_COLUMNS = set(CELL_KEYS) | {"baseline"}
-_PARAM_MAX = 500
 
 
 class TrackingResult(BaseModel):
@@ -65,113 +68,45 @@ class TrackingResult(BaseModel):
     child_run_ids: dict[str, str]  # cell id -> run id
     metrics_logged: int
     traces_logged: int
+    status: str  # the parent's, after logging
     duration_s: float
+    phases_s: dict[str, float]  # where the time went (metrics, runs, traces, tables and report)
 
 
-@contextmanager
-def _tracking_uri(uri: str | None) -> Iterator[str]:
-    """MLflow's trace exporter follows the global tracking URI, so an explicit one is set for the
-    duration, then the global and ``MLFLOW_TRACKING_URI`` are put back exactly as they were (setting
-    the resolved value back would pin the global and hide a later change of the variable)."""
-    if uri is None:
-        yield mlflow.get_tracking_uri()
-        return
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    # Without the variable, a set URI was set in code: pin it back; with it, follow the variable again.
-    pinned = mlflow.get_tracking_uri() if env is None and mlflow.is_tracking_uri_set() else None
-    mlflow.set_tracking_uri(uri)
-    try:
-        yield mlflow.get_tracking_uri()
-    finally:
-        mlflow.set_tracking_uri(pinned)  # type: ignore[arg-type] - None unsets it (public API, documented in code)
-        if env is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = env
+def shipped_results(con: Any, baseline: str | None) -> dict[str, pa.Table]:
+    """Every shipped query's result, each run once (the comparisons only with a baseline): the
+    summary tables and the cells' metrics both come from these."""
+    results = {}
+    for name in list_queries():
+        if baseline is None and any(p.name == "baseline" for p in load_query(name).params):
+            continue
+        results[name] = query_table(con, name, baseline=baseline)
+    return results
 
 
-def _experiment_id(client: MlflowClient, name: str) -> str:
-    experiment = client.get_experiment_by_name(name)
-    return experiment.experiment_id if experiment else client.create_experiment(name)
-
-
-def _parent_run(client: MlflowClient, experiment_id: str, sweep_id: str, known: str | None) -> Run:
-    """The sweep's run: the one the manifest names, else the one tagged with the sweep, else a new one."""
-    if known:
-        try:
-            run = client.get_run(known)
-            if run.info.experiment_id == experiment_id and run.info.lifecycle_stage == "active":
-                return run
-        except MlflowException:
-            pass
-    found = client.search_runs([experiment_id], f"tags.`{SWEEP_TAG}` = '{sweep_id}' AND tags.`flowstate.kind` = 'sweep'",
-                               max_results=1)
-    if found:
-        return found[0]
-    return client.create_run(experiment_id, run_name=sweep_id, tags={SWEEP_TAG: sweep_id, "flowstate.kind": "sweep"})
-
-
-def _child_runs(client: MlflowClient, experiment_id: str, parent: str) -> dict[str, Run]:
-    """Existing cell runs of the sweep, by cell id (one search for all)."""
-    runs = client.search_runs([experiment_id], f"tags.`{PARENT_TAG}` = '{parent}'", max_results=50_000)
-    return {r.data.tags[CELL_TAG]: r for r in runs if CELL_TAG in r.data.tags}
-
-
-def _new_child(client: MlflowClient, experiment_id: str, parent: str, cell: dict[str, Any]) -> Run:
-    tags = {PARENT_TAG: parent, CELL_TAG: cell["cell_id"], "flowstate.kind": "cell", SWEEP_TAG: cell["sweep_id"],
-            **{k: cell[k] for k in CELL_KEYS}}
-    return client.create_run(experiment_id, run_name=cell["cell"], tags=tags)
-
-
-def _flat(prefix: str, value: Any) -> dict[str, str]:
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _flat(f"{prefix}.{key}", item).items()}
-    if value is None or isinstance(value, list):
-        return {}
-    return {prefix: str(value)[:_PARAM_MAX]}
-
-
-def sweep_params(manifest: dict[str, Any]) -> dict[str, str]:
-    job = manifest.get("job", {})
-    params = {"job_name": manifest.get("job_name"), "sweep_id": manifest.get("sweep_id"),
-              "code_version": manifest.get("code_version"), "trials": job.get("trials"), "seed": job.get("seed")}
-    flat = {k: str(v) for k, v in params.items() if v is not None}
-    flat |= _flat("versions", manifest.get("versions", {}))
-    flat |= _flat("deployment", manifest.get("deployments", {}))
-    return flat
-
-
-def _log_new(client: MlflowClient, run: Run, params: dict[str, str], metrics: dict[str, float], step: int) -> int:
-    """Params not logged yet (MLflow params cannot change) and metrics whose value changed, in batches;
-    returns how many metrics were logged."""
-    now = int(time.time() * 1000)
-    new_params = [Param(k, v) for k, v in params.items() if k not in run.data.params]
-    changed = [Metric(k, v, now, step) for k, v in sorted(metrics.items()) if run.data.metrics.get(k) != v]
-    for i in range(0, max(len(new_params), len(changed)), 100):  # MLflow's batch limit: 100 params
-        client.log_batch(run.info.run_id, params=new_params[i:i + 100], metrics=changed[i:i + 100])
-    return len(changed)
-
-
-def cell_metrics(con: Any, baseline: str | None,
+def cell_metrics(results: Mapping[str, pa.Table], baseline: str | None,
                  costs: Mapping[str, CostModel] | None = None) -> dict[tuple[str, ...], dict[str, float]]:
-    """Numeric metrics per cell key (benchmark, domain, method, model) from the shipped SQL, with the
-    GPU-time estimate of the cells whose model has a cost model."""
+    """Numeric metrics per cell key (benchmark, domain, method, model) from the shipped SQL's
+    :func:`shipped_results`, with the GPU-time estimate of the cells whose model has a cost model."""
     metrics: dict[tuple[str, ...], dict[str, float]] = {}
+
+    def query_rows(name: str) -> list[dict[str, Any]]:
+        return results[name].to_pylist() if name in results else []
 
     def put(key: tuple[str, ...], name: str, value: Any) -> None:
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             metrics.setdefault(key, {})[name] = float(value)
 
     for query, prefix in CELL_METRICS.items():
-        for row in query_rows(con, query):
+        for row in query_rows(query):
             key = tuple(row[k] for k in CELL_KEYS)
             for column, value in row.items():
                 if column not in _SKIP_COLUMNS:
                     put(key, f"{prefix}{column}", value)
-    for row in query_rows(con, "scores"):  # each benchmark's own metrics, under their declared names
+    for row in query_rows("scores"):  # each benchmark's own metrics, under their declared names
         put(tuple(row[k] for k in CELL_KEYS), row["metric"], row["value"])
     if baseline is not None:
-        for row in query_rows(con, "delta_vs_baseline", baseline=baseline):
+        for row in query_rows("delta_vs_baseline"):
             key, name = tuple(row[k] for k in CELL_KEYS), row["metric"]
             put(key, f"vs_baseline.d_{name}{'_pct' if name == 'tokens' else ''}", row["delta"])
             value = "tokens_per_episode" if name == "tokens" else name  # mean #Tok per episode
@@ -181,9 +116,9 @@ def cell_metrics(con: Any, baseline: str | None,
                 put(key, "vs_baseline.tasks", row["tasks"])
                 put(key, "vs_baseline.method_episodes", row["method_episodes"])
                 put(key, "vs_baseline.baseline_episodes", row["baseline_episodes"])
-    for row in query_rows(con, "pass_hat_k"):
+    for row in query_rows("pass_hat_k"):
         put(tuple(row[k] for k in CELL_KEYS), f"pass_hat_{row['k']}", row["pass_hat_k"])
-    priced = {tuple(r[k] for k in CELL_KEYS): r for r in with_gpu_seconds(query_rows(con, "tokens"), costs or {})}
+    priced = {tuple(r[k] for k in CELL_KEYS): r for r in with_gpu_seconds(query_rows("tokens"), costs or {})}
     for key, row in priced.items():
         put(key, "cost.gpu_s", row["gpu_s"])
         put(key, "cost.gpu_s_per_episode", row["gpu_s_per_episode"])
@@ -191,7 +126,7 @@ def cell_metrics(con: Any, baseline: str | None,
         if base is not None and base is not row and row["gpu_s_per_episode"] is not None and base["gpu_s_per_episode"]:
             put(key, "vs_baseline.d_gpu_s_per_episode_pct", 100 * (row["gpu_s_per_episode"] / base["gpu_s_per_episode"] - 1))
     distances: dict[tuple[str, ...], list[tuple[int, int]]] = {}
-    for row in query_rows(con, "disclosure_distance"):
+    for row in query_rows("disclosure_distance"):
         distances.setdefault(tuple(row[k] for k in CELL_KEYS), []).append((row["distance"], row["disclosures"]))
     for key, pairs in distances.items():
         put(key, "psa.mean_distance", sum(d * n for d, n in pairs) / sum(n for _, n in pairs))
@@ -199,62 +134,81 @@ def cell_metrics(con: Any, baseline: str | None,
 
 
 def _log_artifacts(client: MlflowClient, run_id: str, sweep_dir: Path, manifest: dict[str, Any], con: Any,
-                   baseline: str | None) -> None:
+                   results: Mapping[str, pa.Table], baseline: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="flowstate-mlflow-") as tmp:
         root = Path(tmp)
-        config = root / "config"
-        config.mkdir()
-        (config / "resolved_job.json").write_text(json.dumps(manifest.get("job", {}), indent=2))
-        if (sweep_dir / MANIFEST).is_file():
-            shutil.copy(sweep_dir / MANIFEST, config / MANIFEST)
-        job_file = Path(manifest.get("job_file") or "")
-        if job_file.is_file():
-            (config / job_file.name).write_text(redacted_job_text(job_file))
+        runs.write_config(root / "config", sweep_dir, manifest)
         summary = root / "summary"
         summary.mkdir()
-        for name in list_queries():
-            spec = load_query(name)
-            if baseline is None and any(p.name == "baseline" for p in spec.params):
-                continue  # a comparison without a baseline
-            table = query_table(con, name, baseline=baseline)
-            (summary / f"{name}.md").write_text(f"# {name}\n\n{spec.description}\n\n{to_markdown(table)}")
+        for name, table in results.items():
+            description = load_query(name).description
+            (summary / f"{name}.md").write_text(f"# {name}\n\n{description}\n\n{to_markdown(table)}")
             (summary / f"{name}.csv").write_text(to_csv(table))
         write_report(con, sweep_dir, root / "report" / "report.md", baseline=baseline)
-        for folder in ("config", "summary", "report"):
-            client.log_artifacts(run_id, str(root / folder), artifact_path=folder)
+        client.log_artifacts(run_id, str(root))  # config/, summary/, report/ in one upload
 
 
 def _cells(con: Any) -> list[dict[str, Any]]:
+    """One row per cell: its ids, how many episodes have a row, how many finished (not failed)."""
     sql = ("SELECT cell_id, any_value(cell) AS cell, any_value(sweep_id) AS sweep_id, "
            + ", ".join(f"any_value({k}) AS {k}" for k in CELL_KEYS)
-           + ", count(*) FILTER (WHERE status <> 'failed') AS finished FROM episodes GROUP BY cell_id ORDER BY cell")
+           + ", count(*) AS recorded, count(*) FILTER (WHERE status <> 'failed') AS finished "
+           "FROM episodes GROUP BY cell_id ORDER BY cell")
     return con.sql(sql).to_arrow_table().to_pylist()
 
 
-def _traced(experiment_id: str, sweep_id: str) -> dict[str, set[str]]:
-    """Episodes already logged as traces, by cell id (one search for the sweep)."""
-    traces = mlflow.search_traces(locations=[experiment_id], filter_string=f"tags.`{SWEEP_TAG}` = '{sweep_id}'",
-                                  include_spans=False, return_type="list")
+def _traced(client: MlflowClient, experiment_id: str, sweep_id: str) -> dict[str, set[str]]:
+    """Episodes already logged as traces, by cell id (one search for the sweep, page by page)."""
     traced: dict[str, set[str]] = {}
-    for t in traces:
-        traced.setdefault(t.info.tags.get(CELL_TAG, ""), set()).add(t.info.tags.get(EPISODE_TAG, ""))
-    return traced
+    token = None
+    while True:
+        page = client.search_traces(locations=[experiment_id], filter_string=f"tags.`{SWEEP_TAG}` = '{sweep_id}'",
+                                    include_spans=False, max_results=500, page_token=token)
+        for t in page:
+            traced.setdefault(t.info.tags.get(CELL_TAG, ""), set()).add(t.info.tags.get(EPISODE_TAG, ""))
+        token = page.token
+        if not token:
+            return traced
 
 
-def _log_traces(client: MlflowClient, con: Any, experiment_id: str, run_id: str, cell_id: str, have: set[str],
-                wanted: int) -> int:
-    """Up to ``wanted`` traces for the cell, counting those logged before; episodes in a fixed
-    pseudo-random order (their ids are content hashes)."""
-    if wanted <= len(have):
-        return 0
-    candidates = con.sql("SELECT * FROM finished WHERE cell_id = $cell ORDER BY episode_id",
-                         params={"cell": cell_id}).to_arrow_table().to_pylist()
-    todo = [e for e in candidates if e["episode_id"] not in have][: wanted - len(have)]
-    rows = episode_rows(con, [e["episode_id"] for e in todo]) if todo else {}
-    for episode in todo:
-        log_episode_trace(client, episode, rows.get(episode["episode_id"], {}), experiment_id=experiment_id,
-                          run_id=run_id, tags={SWEEP_TAG: episode["sweep_id"]})
-    return len(todo)
+def _samples(con: Any, traced: Mapping[str, set[str]], cells: list[str], wanted: int) -> list[dict[str, Any]]:
+    """The finished episodes to add as traces: per cell, the first ``wanted`` in a fixed
+    pseudo-random order (their ids are content hashes), counting those logged before; one query."""
+    if all(len(traced.get(cell, ())) >= wanted for cell in cells):
+        return []
+    depth = wanted + max((len(traced.get(cell, ())) for cell in cells), default=0)
+    candidates = con.sql("SELECT * FROM finished QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY episode_id) "
+                         "<= $depth ORDER BY cell_id, episode_id", params={"depth": depth}).to_arrow_table().to_pylist()
+    todo: list[dict[str, Any]] = []
+    for cell in cells:
+        have = traced.get(cell, set())
+        fresh = [e for e in candidates if e["cell_id"] == cell and e["episode_id"] not in have]
+        todo += fresh[:max(0, wanted - len(have))]
+    return todo
+
+
+def _end_status(run: Run | None, complete: bool) -> str | None:
+    """What the sweep's run (None: a new one) ends as, None to leave it as it is: FINISHED once every
+    planned episode has a row; before that a run already ended keeps its status (KILLED, FAILED), and
+    one left RUNNING by a driver that died (or new) is KILLED."""
+    if complete:
+        return None if run is not None and run.info.status == runs.FINISHED else runs.FINISHED
+    return None if run is not None and runs.is_terminal(run.info.status) else runs.KILLED
+
+
+def _recorded_span(manifest: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """The start of the sweep's first recorded run and the end of its last, in ms (a parent made after
+    the fact spans them)."""
+    recorded = [r for r in manifest.get("runs", []) if isinstance(r, dict)]
+
+    def ms(value: Any) -> int | None:
+        try:
+            return int(datetime.fromisoformat(value).timestamp() * 1000)
+        except (TypeError, ValueError):
+            return None
+
+    return (ms(recorded[0].get("started_at")) if recorded else None,
+            ms(recorded[-1].get("finished_at")) if recorded else None)
 
 
 def log_sweep(sweep_dir: Path | str, *, experiment: str | None = None, tracking_uri: str | None = None,
@@ -269,50 +223,62 @@ def log_sweep(sweep_dir: Path | str, *, experiment: str | None = None, tracking_
 def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None, trace_samples_per_cell: int | None,
                baseline: str | None) -> TrackingResult:
     started = time.monotonic()
+    phases: dict[str, float] = {}
+
+    def phase(name: str, since: float) -> float:
+        phases[name] = time.monotonic() - since
+        return time.monotonic()
+
     manifest = read_manifest(sweep_dir) or {"sweep_id": sweep_dir.name, "job_name": sweep_dir.name}
-    tracking = manifest.get("job", {}).get("tracking") or {}
-    experiment = experiment or tracking.get("experiment") or manifest.get("job_name") or sweep_dir.name
-    samples = trace_samples_per_cell if trace_samples_per_cell is not None else tracking.get("trace_samples_per_cell", 3)
-    uri = tracking_uri or tracking.get("tracking_uri")  # else MLFLOW_TRACKING_URI, else MLflow's default
-    # the manifest keeps a secret of the URI as its ${NAME}: read it again; only the redacted form is shown
-    real_uri = restore(uri, "tracking.tracking_uri") if uri else None
-    with _tracking_uri(real_uri) as active_uri, connect(sweep_dir) as con:
-        client = MlflowClient(active_uri)
+    where = runs.target(manifest, sweep_dir.name)
+    samples = trace_samples_per_cell if trace_samples_per_cell is not None else where.trace_samples_per_cell
+    client = MlflowClient(tracking_uri or where.tracking_uri)  # None: MLFLOW_TRACKING_URI, else MLflow's default
+    with connect(sweep_dir) as con:
         baseline = resolve_baseline(con, baseline or job_baseline(sweep_dir))
-        experiment_id = _experiment_id(client, experiment)
-        parent = _parent_run(client, experiment_id, manifest["sweep_id"], manifest.get("mlflow_run_id"))
+        cells = _cells(con)
+        results = shipped_results(con, baseline)
+        metrics = cell_metrics(results, baseline, cost_models(manifest.get("job") or {}))
+        t = phase("queries (SQL)", started)
+        experiment_id = runs.experiment_id(client, experiment or where.experiment)
+        found = runs.find_parent(client, experiment_id, manifest["sweep_id"], manifest.get("mlflow_run_id"))
+        first_start, last_end = _recorded_span(manifest)
+        parent = found or runs.new_parent(client, experiment_id, manifest["sweep_id"], first_start)
         parent_id = parent.info.run_id
         record_mlflow_run(sweep_dir, parent_id)
-        _log_new(client, parent, sweep_params(manifest), {}, 0)
-        client.set_tag(parent_id, "flowstate.parquet_path", str(sweep_dir.resolve()))
-        client.set_tag(parent_id, "flowstate.code_version", str(manifest.get("code_version")))
+        status = _end_status(found, sum(c["recorded"] for c in cells) >= manifest.get("episodes", 0))
         # what the reader left out (see pipeline.store.files.table_files), for whoever compares runs
         left_out = broken_files(sweep_dir)
-        client.set_tag(parent_id, "flowstate.incomplete", ", ".join(p.name for p in left_out) if left_out else "false")
-        metrics = cell_metrics(con, baseline, cost_models(manifest.get("job") or {}))
-        existing = _child_runs(client, experiment_id, parent_id)
-        traced = _traced(experiment_id, manifest["sweep_id"])
+        for key, value in {"flowstate.parquet_path": str(sweep_dir.resolve()),
+                           "flowstate.code_version": str(manifest.get("code_version")),
+                           "flowstate.incomplete": ", ".join(p.name for p in left_out) if left_out else "false"}.items():
+            if parent.data.tags.get(key) != value:
+                client.set_tag(parent_id, key, value)
+        runs.log_new(client, parent, runs.sweep_params(manifest), {}, 0)
+        end = status or parent.info.status  # the cells' runs end as the sweep's
+        existing = runs.child_runs(client, experiment_id, parent_id)
         children: dict[str, str] = {}
-        logged = traces = 0
-        cells = _cells(con)
+        logged = 0
         for cell in cells:
-            run = existing.get(cell["cell_id"]) or _new_child(client, experiment_id, parent_id, cell)
+            known = existing.get(cell["cell_id"])
+            run = known or runs.new_child(client, experiment_id, parent_id, cell)
             children[cell["cell_id"]] = run.info.run_id
-            params = {"cell_id": cell["cell_id"], "label": cell["cell"], **{k: cell[k] for k in CELL_KEYS}}
-            logged += _log_new(client, run, params, metrics.get(tuple(cell[k] for k in CELL_KEYS), {}),
-                               step=cell["finished"])
-            if run.info.status != "FINISHED":
-                client.set_terminated(run.info.run_id)
-        # traces last: MLflow exports them from background threads, which would contend with the
-        # run writes above for a sqlite store
-        for cell in cells:
-            traces += _log_traces(client, con, experiment_id, children[cell["cell_id"]], cell["cell_id"],
-                                  traced.get(cell["cell_id"], set()), samples)
-        _log_artifacts(client, parent_id, sweep_dir, manifest, con, baseline)
-        client.set_terminated(parent_id)
-        if traces:
-            mlflow.flush_trace_async_logging()  # exported in the background, to this store
-    shown = uri if uri is not None and real_uri != uri else active_uri
-    return TrackingResult(tracking_uri=redact_url(shown), experiment_id=experiment_id, parent_run_id=parent_id,
-                          child_run_ids=children, metrics_logged=logged, traces_logged=traces,
-                          duration_s=time.monotonic() - started)
+            logged += runs.log_new(client, run, runs.cell_params(cell),
+                                   metrics.get(tuple(cell[k] for k in CELL_KEYS), {}), step=cell["finished"])
+            if run.info.status != end:
+                client.set_terminated(run.info.run_id, end)
+        t = phase("runs and metrics (MLflow)", t)
+        todo = _samples(con, _traced(client, experiment_id, manifest["sweep_id"]), [c["cell_id"] for c in cells],
+                        samples)
+        rows = episode_rows(con, [e["episode_id"] for e in todo]) if todo else {}
+        write_traces(client, experiment_id, (
+            episode_trace(e, rows.get(e["episode_id"], {}), run_id=children[e["cell_id"]], tags={SWEEP_TAG: e["sweep_id"]})
+            for e in todo))
+        t = phase("traces", t)
+        _log_artifacts(client, parent_id, sweep_dir, manifest, con, results, baseline)
+        t = phase("report and artifacts", t)
+        if status is not None:
+            client.set_terminated(parent_id, status, end_time=None if found else last_end)
+    shown = redact_url(tracking_uri) if tracking_uri else where.shown(client.tracking_uri)
+    return TrackingResult(tracking_uri=shown, experiment_id=experiment_id, parent_run_id=parent_id,
+                          child_run_ids=children, metrics_logged=logged, traces_logged=len(todo), status=end,
+                          duration_s=time.monotonic() - started, phases_s=phases)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,11 @@ import mlflow
 import pytest
 from mlflow import MlflowClient
 
+from pipeline.analysis import mlflow_runs as runs
+from pipeline.analysis.query import connect
+from pipeline.analysis.traces import EPISODE_TAG, episode_rows, episode_trace, write_traces
 from pipeline.analysis.tracking import CELL_TAG, PARENT_TAG, SWEEP_TAG, TrackingResult, log_sweep
-from tests.pipeline.analysis.builder import SweepBuilder
+from tests.pipeline.analysis.builder import T0, SweepBuilder
 from tests.pipeline.analysis.conftest import build_scores_sweep
 
 EXPERIMENT = "flowstate-test"
@@ -139,3 +143,66 @@ def test_relogging_after_more_episodes_updates_metrics(logged: dict[str, Any]) -
     assert [round(m.value, 6) for m in sorted(history, key=lambda m: m.step)] == [round(5 / 9, 6), round(5 / 10, 6)]
     assert len(_runs(logged["uri"])) == 3
     assert third.traces_logged == 0  # already 3 samples in each cell
+
+
+ENDS = "flowstate-test-ends"  # an experiment of their own: the tests above count the runs of theirs
+
+
+def _sweep_run(client: MlflowClient, sweep_id: str, status: str) -> str:
+    """The sweep's parent as an earlier driver left it."""
+    experiment = client.get_experiment_by_name(ENDS) or client.get_experiment(client.create_experiment(ENDS))
+    run = runs.new_parent(client, experiment.experiment_id, sweep_id, None)
+    if status != "RUNNING":
+        client.set_terminated(run.info.run_id, status)
+    return run.info.run_id
+
+
+@pytest.mark.parametrize(("left", "complete", "ends"), [
+    (None, True, "FINISHED"),  # logged after the fact
+    ("RUNNING", True, "FINISHED"),  # the end of a live sweep
+    ("RUNNING", False, "KILLED"),  # a driver that died half-way
+    ("KILLED", False, "KILLED"),  # a stopped sweep keeps what happened to it ...
+    ("FAILED", False, "FAILED"),
+    ("KILLED", True, "FINISHED"),  # ... until every episode has a row
+])
+def test_the_runs_end_as_the_sweep_did(logged: dict[str, Any], tmp_path: Path, left: str | None, complete: bool,
+                                       ends: str) -> None:
+    client: MlflowClient = logged["client"]
+    sweep_id = f"sweep-{left}-{complete}".lower()
+    builder = build_scores_sweep(tmp_path / "runs", sweep_id=sweep_id)
+    started, finished = T0 + timedelta(minutes=5), T0 + timedelta(hours=3)
+    builder.manifest(episodes=len(builder.written) + (0 if complete else 5),
+                     runs=[{"started_at": started.isoformat(), "finished_at": finished.isoformat()}])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(logged["root"])
+        known = _sweep_run(client, sweep_id, left) if left else None
+        result = log_sweep(builder.sweep_dir, experiment=ENDS, tracking_uri=logged["uri"])
+    parent = client.get_run(result.parent_run_id)
+    assert result.parent_run_id == (known or parent.info.run_id) and result.status == parent.info.status == ends
+    assert {client.get_run(r).info.status for r in result.child_run_ids.values()} == {ends}
+    if left is None:  # made after the fact: it spans the recorded runs
+        assert (parent.info.start_time, parent.info.end_time) == (int(started.timestamp() * 1000),
+                                                                  int(finished.timestamp() * 1000))
+
+
+def test_a_trace_written_again_is_overwritten_not_doubled(logged: dict[str, Any]) -> None:
+    first: TrackingResult = logged["first"]
+    client: MlflowClient = logged["client"]
+    builder: SweepBuilder = logged["builder"]
+    run_id = next(iter(first.child_run_ids.values()))
+    before = client.search_traces(locations=[first.experiment_id], run_id=run_id, include_spans=True)
+    trace = before[0]
+    with connect(builder.sweep_dir) as con:
+        episode = con.sql("SELECT * FROM finished WHERE episode_id = $e",
+                          params={"e": trace.info.tags[EPISODE_TAG]}).to_arrow_table().to_pylist()[0]
+        rows = episode_rows(con, [episode["episode_id"]])
+    again = episode_trace(episode, rows[episode["episode_id"]], run_id=run_id, tags={SWEEP_TAG: builder.sweep_id})
+    assert again.trace_id == trace.info.trace_id
+    other = episode_trace(episode, rows[episode["episode_id"]], run_id="another-run", tags={})
+    assert other.trace_id != trace.info.trace_id  # the episode logged by another sweep or to another experiment
+    write_traces(client, first.experiment_id, [again])
+    after = client.search_traces(locations=[first.experiment_id], run_id=run_id, include_spans=True)
+    assert len(after) == len(before)
+    rewritten = next(t for t in after if t.info.trace_id == trace.info.trace_id)
+    assert [s.name for s in rewritten.data.spans] == [s.name for s in trace.data.spans]
+    assert rewritten.info.tags[CELL_TAG] == trace.info.tags[CELL_TAG] and rewritten.info.request_preview
