@@ -9,6 +9,8 @@ import json
 from collections import Counter
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from flowstate import ChatMessage, Completion, FlowStateOptions, RequestEnd, StepRunner, ToolResult, Trace, new_session
 from flowstate.methods.layout import ChangeOrder, PromptLayout, input_template, layout_sha256
@@ -168,3 +170,38 @@ def test_change_order_keeps_unchanged_items_in_place_and_moves_the_rest_to_the_e
     assert order.arrange([a, b2]) == [a, b2]
     with pytest.raises(ValueError, match="same state_id"):
         order.arrange([a, a])
+
+
+_IDS = st.sampled_from(["a", "b", "c"])
+_OPS = st.lists(st.one_of(
+    _IDS.map(add),
+    st.tuples(_IDS, st.integers(0, 2)).map(lambda p: {"operation": "update", "state_id": p[0], "value": {"v": p[1]}}),
+    _IDS.map(lambda i: {"operation": "remove", "state_id": i}),
+), max_size=3)
+
+
+def _shown_states(driver: Driver, layout: PromptLayout) -> list[str]:
+    """The Active State's states, in the order that matters to the layout (none for cache_friendly)."""
+    states = [repr(node) for node in driver.session.runtime.active_nodes()]
+    return states if layout is PromptLayout.PAPER else sorted(states)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_OPS, min_size=1, max_size=5))
+@example([[add("a"), add("b")], [{"operation": "remove", "state_id": "a"}, add("a")]])  # the same states, reordered
+def test_a_prompt_departs_before_the_observation_only_where_the_state_changed(deltas):
+    """The paper's rendering departs before the observation only where the Active State's states or
+    their order changed; the cache-friendly one only where its states changed, and then only by
+    appending to, editing or shortening what it showed."""
+    call = [{"name": "search", "arguments": {}}]
+    for layout in PromptLayout:
+        driver = Driver({"name": "flowstate", "prompt_layout": layout.value})
+        driver.begin("q")
+        messages = driver.messages()
+        for step, delta in enumerate(deltas, 1):
+            before = _shown_states(driver, layout)
+            messages, where = _step(driver, messages, tagged(delta=delta, calls=call), step, f"R{step}")
+            if _shown_states(driver, layout) == before:
+                assert where.block == "observation"
+            elif layout is PromptLayout.CACHE_FRIENDLY:
+                assert (where.block, where.change) in {("active_state", c) for c in ("appended", "changed", "removed")}
