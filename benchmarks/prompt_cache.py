@@ -186,6 +186,9 @@ def main() -> None:
             assert result is not None
             print(f"\n{job_path.name}: {result.completed} episodes in {result.duration_s:.0f} s "
                   f"({result.failed} failed)")
+            if result.interrupted or not result.completed:
+                print("interrupted or nothing finished: no figures")
+                break
             show(analyse(result.sweep_dir))
             if smoke:
                 recorded(result.sweep_dir)
