@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
+from flowstate.methods.layout import layout_of, layout_sha256
 from pipeline.atomic import write_json_atomic
 from pipeline.sweep import Sweep
 
@@ -62,6 +63,13 @@ def prompt_templates_hash() -> str:
     return digest.hexdigest()
 
 
+def prompt_layouts(sweep: Sweep) -> dict[str, dict[str, str]]:
+    """Per cell whose method has a prompt layout (FlowState's ``prompt_layout``): the layout and the
+    hash of what its inputs are built from (its template and Active State order)."""
+    return {cell.cell_id: {"layout": layout.value, "sha256": layout_sha256(layout)}
+            for cell in sweep.cells if (layout := layout_of(cell.method)) is not None}
+
+
 class ManifestError(ValueError):
     """A manifest that cannot be this sweep's: not JSON, or another sweep's."""
 
@@ -106,6 +114,7 @@ def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments
         "created_at": previous.get("created_at", datetime.now(UTC).isoformat()),
         "code_version": code_version(),
         "prompt_templates_sha256": prompt_templates_hash(),
+        "prompt_layouts": prompt_layouts(sweep),
         "versions": package_versions(),
         "data_checksums": sweep.data_checksums,
         "cells": [{"cell_id": c.cell_id, "label": c.label} for c in sweep.cells],

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
+from flowstate.methods.layout import PAPER_INPUT, ChangeOrder, PromptLayout, input_template, layout_of
 from flowstate.methods.render import active_node_json, index_entry_json, json_lines
 from flowstate.prompts import TaskPrompt, system_prompt, template
 from flowstate.protocol import ParsedOutput
@@ -16,13 +19,23 @@ from flowstate.state import Origin
 
 class FlowStateOptions(MethodOptions):
     name: Literal["flowstate"] = "flowstate"
+    # Beyond the paper (off for the paper-faithful method): the same input blocks in an order that
+    # keeps more of each prompt a prefix of the next (flowstate.methods.layout). Dumped only when
+    # set, so the ids of jobs without it stay what they were.
+    prompt_layout: PromptLayout = Field(default=PromptLayout.PAPER, exclude_if=lambda v: v is PromptLayout.PAPER)
+
+    @property
+    def display(self) -> str:
+        if self.label or self.prompt_layout is PromptLayout.PAPER:
+            return super().display
+        return f"{super().display}-{self.prompt_layout.value}"
 
 
 class FlowStateSession(MethodSession):
     """The paper's method: the index and the Active State in ``<agent_status>``, four output blocks."""
 
     uses = frozenset({Capability.STATE_DELTA, Capability.STATE_FOCUS})
-    input_template = "flowstate_input"
+    input_template = PAPER_INPUT
     # The nodes G_k lists (model-made); persisted observations are reached through refs.
     index_origins = frozenset({Origin.MODEL})
 
@@ -32,6 +45,9 @@ class FlowStateSession(MethodSession):
         self.runtime = FlowStateRuntime(repository, self.index_origins)
         self._index_text = "[]"
         self._index_states = 0
+        # The ablations' options have no layout: they keep the paper's.
+        self.layout = layout_of(options) or PromptLayout.PAPER
+        self._order = ChangeOrder() if self.layout is PromptLayout.CACHE_FRIENDLY else None
 
     def system_prompt(self, task: TaskPrompt) -> str:
         return self._system_prompt(template("flowstate_rules"), task)
@@ -46,8 +62,12 @@ class FlowStateSession(MethodSession):
         self._index_text = json_lines([index_entry_json(e) for e in index])
         self._index_states = sum(len(e.states) for e in index)
 
+    def input_template_text(self) -> str:
+        return input_template(self.layout)
+
     def input_slots(self) -> dict[str, str]:
-        active = json_lines([active_node_json(n) for n in self.runtime.active_nodes()])
+        items = [active_node_json(n) for n in self.runtime.active_nodes()]
+        active = json_lines(self._order.arrange(items) if self._order is not None else items)
         self.last_stats = StateStats(
             active_nodes=self.runtime.active_size(), active_state_text=active, index_states=self._index_states)
         return {"historical_state_index": self._index_text, "active_state": active}

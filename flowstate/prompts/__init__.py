@@ -33,6 +33,22 @@ def fill(text: str, slots: dict[str, str]) -> str:
     return _SLOT.sub(lambda m: slots[m.group(1)], text)
 
 
+@cache
+def _filled(text: str) -> re.Pattern[str]:
+    parts = _SLOT.split(text)  # literal, slot name, literal, ...
+    return re.compile("".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.*?)" for i, p in enumerate(parts)), re.DOTALL)
+
+
+def slot_spans(text: str, filled: str) -> dict[str, tuple[int, int]]:
+    """Where each slot's value lies in ``filled``, which :func:`fill` made from ``text`` (the inverse
+    of :func:`fill`, for analysing prompts); an error when ``filled`` is not a filling of ``text``.
+    A value holding the template text that follows its slot is read as ending there."""
+    match = _filled(text).fullmatch(filled)
+    if match is None:
+        raise ValueError("the text is not a filling of this template")
+    return {name: match.span(name) for name in match.groupdict()}
+
+
 def edited(text: str, *, remove: tuple[str, ...] = (), replace: tuple[tuple[str, str], ...] = ()) -> str:
     """``text`` with each part of ``remove`` cut out and each ``(old, new)`` of ``replace`` applied to
     every occurrence. A part that is not there is an error: a variant's edit of a shared template
