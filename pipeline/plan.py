@@ -7,9 +7,11 @@ sweep's directory and what it already holds (resume), and, for a dry run, estima
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from rich.table import Table
@@ -38,6 +40,12 @@ class Plan(BaseModel):
     def todo(self) -> Episodes:
         """The episodes not done, in sweep order (held as ids; each spec is built when it is dispatched)."""
         return self.sweep.episodes.without(self.done)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Plan:
+        """A copy whose ``todo`` follows its own ``done`` (pydantic copies a cached value along)."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("todo", None)
+        return copy
 
 
 def locate_sweep(job_path: Path, *, out: Path | None = None) -> tuple[Sweep, Path]:

@@ -57,4 +57,6 @@ def test_the_oracle_passes_with_the_cache_friendly_layout(domain, protocol):
     assert all(o.grade is not None and o.grade.success for o in outcomes.values())
     assert any(s.disclosed for o in outcomes.values() for s in o.result.steps)  # PSA ran, read from the prompt
     first = next(o for o in outcomes.values() if o.calls)
-    assert first.calls[0].prompt[1]["content"].startswith("<user_query>\n")
+    prompt = first.calls[0].prompt[1]["content"]  # the per-request blocks ahead of the per-step ones
+    assert prompt.startswith("<agent_status>\nHistorical State Index:")
+    assert prompt.index("<user_query>") < prompt.index("Active State:") < prompt.index("<latest_observation>")

@@ -150,19 +150,20 @@ def test_another_sweeps_manifest_or_a_broken_one_is_a_clear_error(tmp_path, caps
 def whole_config_ids(job: JobConfig) -> list[str]:
     """Episode ids by their definition (how expand made them before splicing), in sweep order."""
     seeds = trial_seeds(job.seed, job.trials)
-    user, judge = model_identity(job, job.user_simulator), model_identity(job, job.judge)
-    tool = {"tool_model": model_identity(job, job.tool_model)} if job.tool_model is not None else {}
+    secrets = job.secrets()
+    user, judge = model_identity(job, job.user_simulator, secrets), model_identity(job, job.judge, secrets)
+    tool = {"tool_model": model_identity(job, job.tool_model, secrets)} if job.tool_model is not None else {}
     ids = []
     for bench in job.benchmarks:
         data = benchmark_of(bench).data_checksums(bench)
         for method in job.methods:
             for agent in job.agents:
-                resolved = _cell(job, bench, method, agent)[1]
+                resolved = _cell(job, bench, method, agent, secrets)[1]
                 for task in benchmark_of(bench).task_ids(bench):
                     for trial, seed in enumerate(seeds):
                         ids.append(content_hash({
                             "cell": resolved, "task": task, "trial": trial, "seed": seed, "user_simulator": user,
-                            "judge": judge, **tool, **_method_roles(job, method),
+                            "judge": judge, **tool, **_method_roles(job, method, secrets),
                             "limits": job.limits.model_dump(mode="json"), "data": data}))
     return ids
 
