@@ -39,7 +39,7 @@ from pipeline.storage import storage_failure
 from pipeline.store.rows import failure_rows
 from pipeline.store.writer import write_episode
 from pipeline.sweep import EpisodeSpec, Sweep
-from pipeline.testhooks import actor_env
+from pipeline.testhooks import actor_env, crash_point
 
 POLL_S = 0.5
 # Set by ``request_stop``; the dispatch loop checks it, so a stop request is never lost even when
@@ -322,6 +322,7 @@ class Dispatcher:
                 continue
             self.progress.add(summary)
             self.on_episode(spec, summary)
+            crash_point("dispatch")
 
     def _replace_actor(self, index: int) -> None:
         """The actor died: its other episodes fail too and are retried; start a fresh one."""
