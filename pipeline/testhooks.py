@@ -21,6 +21,7 @@ import fnmatch
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -88,3 +89,17 @@ def crash_point(phase: Phase) -> None:
     if driver != os.getpid():
         os.kill(driver, signal.SIGKILL)
     os._exit(CRASH_EXIT_CODE)
+
+
+def wait_until_settled(sweep_dir: Path, quiet_s: float = 1.5, limit_s: float = 60) -> None:
+    """After a driver died (a crash point, a SIGKILL): until no file of the sweep changed for
+    ``quiet_s``, since Ray ends a dead driver's actors soon, not at once."""
+    def listing() -> set[tuple[str, int]]:
+        return {(str(p), p.stat().st_size) for p in sweep_dir.rglob("*") if p.is_file()} if sweep_dir.exists() else set()
+
+    deadline, before = time.monotonic() + limit_s, listing()
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        if (now := listing()) == before:
+            return
+        before = now

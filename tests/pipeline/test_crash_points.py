@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from pipeline.launch import run_sweep
 from pipeline.manifest import finished_steps
 from pipeline.store.reader import finished_episodes
 from pipeline.sweep import expand
-from pipeline.testhooks import CRASH_ENV, CRASH_EXIT_CODE, PHASES, Phase
+from pipeline.testhooks import CRASH_ENV, CRASH_EXIT_CODE, PHASES, Phase, wait_until_settled
 from tests.conftest import REPO_ROOT
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 
@@ -38,19 +37,6 @@ IN_ACTOR: frozenset[Phase] = frozenset({"write", "grading"})  # the actor SIGKIL
 def reference(oracle_sweep: Path) -> SweepDigest:
     """The session's uninterrupted run of the same job (episode ids do not depend on its name)."""
     return sweep_digest(oracle_sweep)
-
-
-def wait_until_quiet(sweep_dir: Path, quiet_s: float = 1.5, limit_s: float = 60) -> None:
-    """Until no file changes for ``quiet_s``: the dead driver's actors are ended by Ray, not at once."""
-    def listing() -> set[tuple[str, int]]:
-        return {(str(p), p.stat().st_size) for p in sweep_dir.rglob("*") if p.is_file()} if sweep_dir.exists() else set()
-
-    deadline, before = time.monotonic() + limit_s, listing()
-    while time.monotonic() < deadline:
-        time.sleep(quiet_s)
-        if (now := listing()) == before:
-            return
-        before = now
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -69,7 +55,7 @@ def test_a_driver_that_dies_at_any_phase_leaves_the_same_results_after_a_rerun(p
         assert crashed.returncode == -signal.SIGKILL, output
     else:
         assert crashed.returncode == CRASH_EXIT_CODE and f"crashing at {phase} ({NTH[phase]})" in crashed.stderr, output
-    wait_until_quiet(sweep_dir)
+    wait_until_settled(sweep_dir)
     done, steps = finished_episodes(sweep_dir).done, finished_steps(sweep_dir)
     if phase == "compaction":
         assert len(done) == 8 and "compacted" not in steps
