@@ -25,7 +25,7 @@ from pipeline.dispatch import Progress, dispatch
 from pipeline.finish import finish_sweep
 from pipeline.manifest import check_manifest_belongs, write_manifest
 from pipeline.plan import Plan, earlier_sweeps, locate_sweep, plan_sweep, plan_table
-from pipeline.storage import StorageError, storage_failure
+from pipeline.storage import storage_errors
 from pipeline.store.inventory import QUARANTINE
 from pipeline.store.verify import finish_pending_repair, repair, verify_sweep
 
@@ -59,18 +59,12 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
         for other, changes in earlier_sweeps(*located).items():
             console.print(f"the job differs from its earlier sweep {other.name} ({', '.join(changes) or 'code version'}): "
                           f"this is a new sweep, {located[0].sweep_id}; the earlier results stay in {other}")
-    try:
-        with claim_sweep(located[1], "run", wait=wait,
-                         on_wait=lambda holder: console.print(f"waiting for the sweep's other driver: {holder.describe()}")):
-            if located[1].exists() and not fresh:
-                check_manifest_belongs(located[1], located[0].sweep_id)
-                _quarantine_bad_files(located[1], console)
-            return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console)
-    except Exception as exc:
-        failure = storage_failure(exc)
-        if failure is None:
-            raise
-        raise StorageError(failure) from exc
+    with storage_errors(), claim_sweep(located[1], "run", wait=wait, on_wait=lambda holder: console.print(
+            f"waiting for the sweep's other driver: {holder.describe()}")):
+        if located[1].exists() and not fresh:
+            check_manifest_belongs(located[1], located[0].sweep_id)
+            _quarantine_bad_files(located[1], console)
+        return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console)
 
 
 def _dispatch_live(plan: Plan, job_path: Path, address: str | None, console: Console,

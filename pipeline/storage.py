@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ray.exceptions import RayTaskError
 
@@ -58,3 +60,15 @@ def storage_failure(exc: BaseException) -> OSError | None:
             return current
         current = current.__cause__ or current.__context__
     return None
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """Raise a storage failure inside the block as the :class:`StorageError` that says what to do."""
+    try:
+        yield
+    except Exception as exc:
+        failure = storage_failure(exc)
+        if failure is None:
+            raise
+        raise StorageError(failure) from exc
