@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,34 @@ def test_a_full_disk_during_compaction_keeps_the_episode_files_and_a_rerun_compa
     done = assert_nothing_failed_or_half_written(first.sweep_dir)
     assert len(done) == 8
     rerun_equals_reference(job, tmp_path, oracle_sweep, done)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 256 KiB filesystem (tmpfs) made by the test, unmounted after it; skipped where
+    mounting is refused (not root, a container without the capability)."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or mounted.returncode}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=True)
+
+
+@pytest.mark.slow
+def test_a_real_full_filesystem_stops_the_sweep_and_a_rerun_after_it_grows_completes_it(ray_local, oracle_sweep,
+                                                                                        tmp_path, small_disk):
+    job = write_job(tmp_path, "real-disk-full")
+    with pytest.raises(StorageError, match=rf"cannot write {small_disk}/\S+: ENOSPC \(No space left on device\)"):
+        run_sweep(job, out=small_disk)
+    done = assert_nothing_failed_or_half_written(small_disk / expand(load_job(job)).sweep_id)
+    assert len(done) < 8
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)  # space freed
+    result = run_sweep(job, out=small_disk)
+    assert (result.skipped, result.failed, result.finish_errors) == (len(done), 0, [])
+    comparison = compare(sweep_digest(oracle_sweep), sweep_digest(result.sweep_dir))
+    assert comparison.same, comparison
