@@ -1,6 +1,7 @@
 """Files that appear whole or not at all: written under a hidden temporary name in the same folder,
 then renamed into place (readers see the old file or the complete new one; a crash leaves no half
-file where a reader looks)."""
+file where a reader looks). A write that fails names its file (``os.write`` does not), and the
+test hook ``FLOWSTATE_FAULT_WRITE`` (:mod:`pipeline.testhooks`) makes chosen writes fail here."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from pipeline.testhooks import check_write
 
 
 @contextmanager
@@ -25,9 +28,15 @@ def _staged(path: Path, before_rename: Callable[[Path], None] | None) -> Iterato
     temporary = Path(name)
     try:
         yield descriptor, temporary
+        check_write(path)
         if before_rename is not None:
             before_rename(temporary)
         os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

@@ -48,6 +48,7 @@ def _run(args: argparse.Namespace) -> int:
     from pipeline.dispatch import request_stop
     from pipeline.launch import run_sweep
     from pipeline.plugins import PluginError
+    from pipeline.storage import StorageError
     from pipeline.yaml_errors import ConfigError
 
     # Ctrl-C and SIGTERM (a scheduler, `kill`) stop cleanly: finished episodes kept, servers stopped.
@@ -57,7 +58,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run,
                            wait=args.wait, console=console)
-    except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError, SweepBusyError) as exc:
+    except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError, SweepBusyError,
+            StorageError) as exc:
         raise CliError(str(exc)) from None
     if result is None:
         return 0

@@ -35,9 +35,11 @@ from pipeline.llm.deployments import Deployment, ScriptedSpec, make_deployment
 from pipeline.manifest import code_version
 from pipeline.plan import Plan
 from pipeline.roles import aclose_caller
+from pipeline.storage import storage_failure
 from pipeline.store.rows import failure_rows
 from pipeline.store.writer import write_episode
 from pipeline.sweep import EpisodeSpec, Sweep
+from pipeline.testhooks import actor_env, crash_point
 
 POLL_S = 0.5
 # Set by ``request_stop``; the dispatch loop checks it, so a stop request is never lost even when
@@ -267,7 +269,9 @@ class Dispatcher:
         # On the driver's node, so results land where the driver (and its output directory) is;
         # no CPU reservation: episodes mostly wait on models, and servers need the cores.
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
-        return EpisodeActor.options(max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=here).remote(
+        hooks = actor_env()  # test hooks (pipeline.testhooks) reach the actors on any cluster
+        return EpisodeActor.options(max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=here,
+                                    runtime_env={"env_vars": hooks} if hooks else None).remote(
             self.job, str(self.sweep_dir), self.deployments, self.version)
 
     def run(self, todo: Sequence[EpisodeSpec]) -> None:
@@ -310,12 +314,15 @@ class Dispatcher:
             try:
                 summary = ray.get(ref)
             except RayError as exc:  # the actor died, the episode raised, or it was cancelled
+                if storage_failure(exc) is not None:
+                    raise  # the disk's failure, not the episode's: stop at once (pipeline.storage)
                 if isinstance(exc, RayActorError):
                     self._replace_actor(index)
                 self._failed(spec, attempt, exc, queue)
                 continue
             self.progress.add(summary)
             self.on_episode(spec, summary)
+            crash_point("dispatch")
 
     def _replace_actor(self, index: int) -> None:
         """The actor died: its other episodes fail too and are retried; start a fresh one."""

@@ -35,6 +35,7 @@ from pipeline.benchmarks.plugin import (
 from pipeline.benchmarks.transcript import TranscriptMessage
 from pipeline.calls import CallLog, ModelCall
 from pipeline.sweep import EpisodeSpec
+from pipeline.testhooks import crash_point
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ async def grade_episode(cell: BenchmarkCell, task_id: str, record: EpisodeRecord
                         basis: str | None = None) -> tuple[Grade | None, str | None]:
     """The benchmark's grade, or ``(None, why)`` when it could not decide: the trajectory is kept
     either way, and ``flowstate grade`` can grade it again later. A missing judge is raised."""
+    crash_point("grading")
     try:
         return await benchmark_of(cell).grade(cell, task_id, record, judge, basis=basis), None
     except JudgeRequiredError:

@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from pipeline.manifest import finished_steps, record_finished
+from pipeline.storage import describe, remedy, storage_failure
 
 
 def finish_sweep(sweep_dir: Path, console: Console, *, skip_finished: bool = False) -> tuple[str | None, str | None, list[str]]:
@@ -31,7 +32,10 @@ def finish_sweep(sweep_dir: Path, console: Console, *, skip_finished: bool = Fal
             console.print(f"compacted {c.files_merged} files into {c.parts_written} parts ({c.rows_written:,} rows) "
                           f"in {c.duration_s:.1f}s")
         except Exception as exc:  # noqa: BLE001 - reported, and the per-episode files are intact
-            errors.append(f"compaction failed ({exc}); run `flowstate compact {sweep_dir}` to retry")
+            disk = storage_failure(exc)  # a full disk: say which file, and what to do first
+            first = f"{remedy(disk)}, then " if disk else ""
+            errors.append(f"compaction failed ({describe(disk) if disk else exc}); {first}run `flowstate compact "
+                          f"{sweep_dir}` to retry")
     tracked = finished.get("tracked")
     if tracked is not None:
         run_id, uri = tracked.get("run_id"), tracked.get("tracking_uri")

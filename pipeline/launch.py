@@ -25,6 +25,7 @@ from pipeline.dispatch import Progress, dispatch
 from pipeline.finish import finish_sweep
 from pipeline.manifest import check_manifest_belongs, write_manifest
 from pipeline.plan import Plan, earlier_sweeps, locate_sweep, plan_sweep, plan_table
+from pipeline.storage import storage_errors
 from pipeline.store.inventory import QUARANTINE
 from pipeline.store.verify import finish_pending_repair, repair, verify_sweep
 
@@ -47,7 +48,8 @@ class SweepResult(BaseModel):
 def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = None, fresh: bool = False,
               dry_run: bool = False, wait: bool = False, console: Console | None = None) -> SweepResult | None:
     """Run (or resume) the sweep of a job file; ``None`` for a dry run. The sweep is claimed for the
-    whole run (:mod:`pipeline.claim`): a second driver refuses at once, or waits (``wait``)."""
+    whole run (:mod:`pipeline.claim`): a second driver refuses at once, or waits (``wait``). A write
+    the disk refuses stops it with a :class:`~pipeline.storage.StorageError`."""
     console = console or Console()
     located = locate_sweep(job_path, out=out)
     if dry_run:
@@ -57,8 +59,8 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
         for other, changes in earlier_sweeps(*located).items():
             console.print(f"the job differs from its earlier sweep {other.name} ({', '.join(changes) or 'code version'}): "
                           f"this is a new sweep, {located[0].sweep_id}; the earlier results stay in {other}")
-    with claim_sweep(located[1], "run", wait=wait,
-                     on_wait=lambda holder: console.print(f"waiting for the sweep's other driver: {holder.describe()}")):
+    with storage_errors(), claim_sweep(located[1], "run", wait=wait, on_wait=lambda holder: console.print(
+            f"waiting for the sweep's other driver: {holder.describe()}")):
         if located[1].exists() and not fresh:
             check_manifest_belongs(located[1], located[0].sweep_id)
             _quarantine_bad_files(located[1], console)

@@ -38,6 +38,7 @@ from pipeline.claim import claim_sweep
 from pipeline.store.files import PART_META_KEY, PART_PREFIX, Part, Partition, pending_small, scan_sweep
 from pipeline.store.inventory import episodes_of, forget_file, looks_whole, record_file, records_folder
 from pipeline.store.tables import anchor_file
+from pipeline.testhooks import crash_point
 
 TMP_PREFIX = ".compact-"
 DEFAULT_MAX_PART_BYTES = 256 * 2**20
@@ -171,6 +172,7 @@ def _compact(sweep_dir: Path, max_part_bytes: int) -> CompactionReport:
             episodes = set(small).union(*(p.episodes for p in mergeable))
             inputs = [p.path for p in mergeable] + list(small.values())
             part = _write_part(partition, inputs, episodes, mergeable)
+            crash_point("compaction")
             for path in inputs:  # step 5: already invisible
                 forget_file(path)
             report.partitions_compacted += 1

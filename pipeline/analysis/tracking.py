@@ -53,6 +53,7 @@ from pipeline.claim import claim_sweep
 from pipeline.manifest import read_manifest, record_mlflow_run
 from pipeline.redaction import redact_url
 from pipeline.store.files import broken_files
+from pipeline.testhooks import crash_point
 
 __all__ = ["CELL_TAG", "PARENT_TAG", "SWEEP_TAG", "TrackingResult", "cell_metrics", "log_sweep"]
 # query -> metric name prefix; each of these returns one row per cell (keyed by CELL_KEYS)
@@ -266,6 +267,7 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
                                    metrics.get(tuple(cell[k] for k in CELL_KEYS), {}), step=cell["finished"])
             if run.info.status != end:
                 client.set_terminated(run.info.run_id, end)
+            crash_point("tracking")
         t = phase("runs and metrics (MLflow)", t)
         todo = _samples(con, _traced(client, experiment_id, manifest["sweep_id"]), [c["cell_id"] for c in cells],
                         samples)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from pipeline.atomic import write_atomic, write_bytes_atomic
 from pipeline.store.inventory import FileRecord, forget_file, record_file, record_path, write_record
 from pipeline.store.schema import SCHEMAS, rows_table
+from pipeline.testhooks import crash_point
 
 # Order matters: "episodes" last (see module docstring).
 WRITE_ORDER = ("steps", "transcript", "messages", "request_outcomes", "method_records", "episodes")
@@ -109,7 +110,9 @@ def encode_episode(sweep_dir: Path, cell_id: str, episode_id: str,
 
 def store_episode(encoded: EncodedEpisode) -> None:
     """Write an encoded episode's files in order (the episodes file last)."""
-    for path, file in encoded:
+    for index, (path, file) in enumerate(encoded):
+        if index:
+            crash_point("write")
         if file is None:
             forget_file(path)  # a retried episode may have left rows from an earlier attempt
         else:
