@@ -8,27 +8,38 @@ Token counts are whitespace words, so tests can predict them. Embeddings are det
 each word hashed into one of ``embedding_dims`` buckets, the counts L2-normalised (texts sharing
 words are similar, which is all a retrieval test needs).
 
-``python -m pipeline.llm.stub_server --delay 0.2`` runs it in its own process (benchmarks).
+**Replica mode** (``replica=ReplicaSettings(...)``): the server stands for one GPU replica. Every
+chat call goes through a simulated engine (:mod:`pipeline.llm.replica_sim`: prefix cache, continuous
+batching, latencies on a scaled clock) and reports ``usage.prompt_tokens_details.cached_tokens`` as
+vLLM does; tokens are :func:`~pipeline.llm.replica_sim.sim_token_ids`, in ``usage``, in ``/tokenize``
+and in the cache alike; ``GET /sim/stats`` returns the engine's figures.
+
+``python -m pipeline.llm.stub_server --delay 0.2`` runs it in its own process (benchmarks);
+``--replica '{"time_scale": 4}'`` in replica mode, ``--oracle-job JOB`` answering as the oracle.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import json
 import math
+import signal
 import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import uvicorn
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.llm.asgi import read_body, send_json
+from pipeline.llm.replica_sim import ReplicaSettings, SimulatedReplica, sim_token_ids
 
 # messages, whole request body -> reply text (None: a reply whose content is null).
 Responder = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str | None]]
@@ -61,13 +72,17 @@ def _word_ids(text: str | None) -> list[int]:
             for w in (text or "").split()]
 
 
-def _tokenize(body: dict[str, Any]) -> dict[str, Any]:
-    """vLLM's ``/tokenize`` in the stub's token model (a token per whitespace word; chat messages
-    contribute their contents, as the stub's ``prompt_tokens`` counts them)."""
+def _message_ids(messages: Any, token_ids: Callable[[str | None], list[int]]) -> list[int]:
+    """A chat prompt's tokens: its messages' contents, in order (no template markers)."""
+    return [i for m in messages if isinstance(m, dict) for i in token_ids(m.get("content"))]
+
+
+def _tokenize(body: dict[str, Any], token_ids: Callable[[str | None], list[int]], max_model_len: int) -> dict[str, Any]:
+    """vLLM's ``/tokenize`` in the stub's token model (chat messages contribute their contents, as
+    the stub's ``prompt_tokens`` counts them)."""
     messages = body.get("messages")
-    ids = ([i for m in messages if isinstance(m, dict) for i in _word_ids(m.get("content"))]
-           if isinstance(messages, list) else _word_ids(body.get("prompt")))
-    return {"tokens": ids, "count": len(ids), "max_model_len": 8192}
+    ids = _message_ids(messages, token_ids) if isinstance(messages, list) else token_ids(body.get("prompt"))
+    return {"tokens": ids, "count": len(ids), "max_model_len": max_model_len}
 
 
 def hashed_embedding(text: str, dims: int) -> list[float]:
@@ -91,12 +106,17 @@ class StubServer:
         cached_tokens: int | None = None,
         port: int = 0,
         embedding_dims: int = 32,
+        replica: ReplicaSettings | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.responder = responder
         self.embedding_dims = embedding_dims
         self.delay_s = delay_s
         self.model = model
         self.cached_tokens = cached_tokens  # reported as usage.prompt_tokens_details when set
+        self.replica = SimulatedReplica(replica) if replica is not None else None
+        self._token_ids = sim_token_ids if replica is not None else _word_ids
+        self._max_model_len = replica.max_model_len if replica is not None else 8192
         self.requests: list[dict[str, Any]] = []  # every chat and embeddings request body received, in order
         self.authorizations: list[str] = []  # their Authorization headers, in the same order
         self._fault: Fault | None = None
@@ -106,10 +126,10 @@ class StubServer:
         # Nagle + delayed ACK add 40 ms to every keep-alive response.
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind(("127.0.0.1", port))
+        self._socket.bind((host, port))
         self._socket.listen(4096)
         self.port: int = self._socket.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.url = f"http://{host}:{self.port}/v1"
         config = uvicorn.Config(self._app, interface="asgi3", log_level="warning", lifespan="off", access_log=False,
                                 timeout_graceful_shutdown=1, backlog=4096)
         self._server = uvicorn.Server(config)
@@ -172,7 +192,10 @@ class StubServer:
         elif method == "POST" and path == "/v1/embeddings":
             status, body, headers = await self._admit(json.loads(await read_body(receive)), self._embeddings)
         elif method == "POST" and path == "/tokenize":  # vLLM's, at the server's root
-            status, body, headers = 200, _tokenize(json.loads(await read_body(receive))), {}
+            status, body, headers = 200, _tokenize(json.loads(await read_body(receive)), self._token_ids,
+                                                   self._max_model_len), {}
+        elif method == "GET" and path == "/sim/stats" and self.replica is not None:
+            status, body, headers = 200, self.replica.stats(), {}
         else:
             status, body, headers = 404, {"error": {"message": f"no route {method} {path}"}}, {}
         await send_json(send, status, body, headers)
@@ -189,7 +212,17 @@ class StubServer:
 
     async def _chat(self, body: dict[str, Any]) -> Reply:
         messages = body.get("messages", [])
-        return 200, self._reply(body, messages, await self.responder(messages, body)), {}
+        text = await self.responder(messages, body)
+        if self.replica is None:  # words counted, not hashed: the plain stub stays cheap per call
+            prompt_tokens = sum(_words(m.get("content")) for m in messages)
+            return 200, self._reply(body, text, prompt_tokens, _words(text), self.cached_tokens), {}
+        prompt, output = _message_ids(messages, self._token_ids), self._token_ids(text)
+        if len(prompt) + max(1, len(output)) > self._max_model_len:  # vLLM refuses a request over its context the same way
+            return 400, _error(400, f"This model's maximum context length is {self._max_model_len} tokens. However, "
+                                    f"you requested {len(prompt) + len(output)} tokens ({len(prompt)} in the "
+                                    f"messages, {len(output)} in the completion)."), {}
+        served = await self.replica.serve(prompt, output, body.get("user"))
+        return 200, self._reply(body, text, len(prompt), len(output), served.cached_tokens), {}
 
     async def _embeddings(self, body: dict[str, Any]) -> Reply:
         texts = body.get("input")
@@ -212,16 +245,14 @@ class StubServer:
             return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": self.model,
                          "choices": []}, {}
         headers = {"retry-after": str(fault.retry_after)} if fault.retry_after is not None else {}
-        error = {"message": fault.message, "type": "BadRequestError" if fault.status == 400 else "ServerError",
-                 "param": None, "code": fault.status}
-        return fault.status, {"object": "error", "error": error}, headers
+        return fault.status, _error(fault.status, fault.message), headers
 
-    def _reply(self, body: dict[str, Any], messages: list[dict[str, Any]], text: str | None) -> dict[str, Any]:
-        prompt_tokens = sum(_words(m.get("content")) for m in messages)
-        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": _words(text),
-                                 "total_tokens": prompt_tokens + _words(text)}
-        if self.cached_tokens is not None:
-            usage["prompt_tokens_details"] = {"cached_tokens": min(self.cached_tokens, prompt_tokens)}
+    def _reply(self, body: dict[str, Any], text: str | None, prompt_tokens: int, completion_tokens: int,
+               cached_tokens: int | None) -> dict[str, Any]:
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}
+        if cached_tokens is not None:  # vLLM's shape (--enable-prompt-tokens-details)
+            usage["prompt_tokens_details"] = {"cached_tokens": min(cached_tokens, prompt_tokens)}
         return {
             "id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", self.model),
@@ -229,6 +260,12 @@ class StubServer:
                          "message": {"role": "assistant", "content": text}}],
             "usage": usage,
         }
+
+
+def _error(status: int, message: str) -> dict[str, Any]:
+    """An error body as vLLM's OpenAI server writes it."""
+    return {"object": "error", "error": {"message": message, "type": "BadRequestError" if status == 400 else "ServerError",
+                                         "param": None, "code": status}}
 
 
 class RawConnection:
@@ -260,12 +297,34 @@ class RawConnection:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--model", default="stub-model", help="the model name it answers to")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--replica", type=ReplicaSettings.model_validate_json, default=None,
+                        help="replica mode: the simulated engine's settings as JSON ('{}': the defaults)")
+    parser.add_argument("--oracle-job", default=None,
+                        help="TEST FIXTURE: answer each conversation as the oracle of its episode in this job file")
+    parser.add_argument("--stats-out", type=Path, default=None,
+                        help="replica mode: write the engine's figures (GET /sim/stats) here as JSON on exit")
     args = parser.parse_args()
-    server = StubServer(delay_s=args.delay, port=args.port)
+    responder: Responder = echo
+    if args.oracle_job:
+        from pipeline.config import load_job
+        from pipeline.fixtures.oracle_server import OracleResponder
+        from pipeline.sweep import expand
+
+        responder = OracleResponder(expand(load_job(args.oracle_job)).by_id)
+    server = StubServer(responder, delay_s=args.delay, port=args.port, host=args.host, model=args.model,
+                        replica=args.replica)
     print(json.dumps({"url": server.url}), flush=True)
-    server.serve_forever()
+    # uvicorn re-raises the signal that stopped it: as KeyboardInterrupt for both, so the figures get written.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    if args.stats_out is not None and server.replica is not None:
+        args.stats_out.parent.mkdir(parents=True, exist_ok=True)
+        args.stats_out.write_text(json.dumps(server.replica.stats()))
 
 
 if __name__ == "__main__":
