@@ -24,7 +24,7 @@ from pipeline.store.inventory import FileRecord, forget_file, record_file, recor
 from pipeline.store.schema import SCHEMAS, rows_table
 
 # Order matters: "episodes" last (see module docstring).
-WRITE_ORDER = ("steps", "transcript", "messages", "request_outcomes", "method_records", "episodes")
+WRITE_ORDER = ("steps", "transcript", "messages", "request_outcomes", "method_records", "faults", "episodes")
 
 
 def table_dir(sweep_dir: Path, table: str) -> Path:
