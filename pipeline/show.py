@@ -1,4 +1,4 @@
-"""``flowstate show EPISODE_ID``: one episode, readably — requests, steps, state, tools, messages, tokens."""
+"""``flowstate show EPISODE_ID``: one episode, readably — requests, steps, state, tools, messages, tokens, faults."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def load_episode(runs: Path, episode_id: str) -> dict[str, list[dict]]:
         "messages": _rows(runs, "messages", "WHERE episode_id = ? ORDER BY seq", [full]),
         "request_outcomes": _rows(runs, "request_outcomes", "WHERE episode_id = ? ORDER BY request", [full]),
         "method_records": _rows(runs, "method_records", "WHERE episode_id = ? ORDER BY seq", [full]),
+        "faults": _rows(runs, "faults", "WHERE episode_id = ? ORDER BY seq", [full]),
     }
 
 
@@ -48,6 +49,7 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
     yield f"  cell {ep['cell']}  task {ep['task_id']}  trial {ep['trial']}  seed {ep['seed']}"
     if ep["status"] == "failed":
         yield f"  FAILED after {ep['attempts']} attempt(s): {ep['error']}"
+        yield from _fault_lines(data.get("faults") or [])
         return
     metrics = ", ".join(f"{k} {v:g}" for k, v in sorted((ep["metrics"] or {}).items()))
     yield (f"  status {ep['status']} · termination {ep['termination']} · reward {ep['reward']} ({ep['grading_basis']}"
@@ -62,6 +64,7 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
     if graded:
         yield ("  requests graded: " + " ".join(f"{r['request']}{'✓' if r['correct'] else '✗'}" for r in graded)
                + f" ({sum(bool(r['correct']) for r in graded)}/{len(graded)} correct)")
+    yield from _fault_lines(data.get("faults") or [])
     records = data.get("method_records") or []
     if records:
         kinds: dict[str, int] = {}
@@ -92,6 +95,21 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
         yield f"final repository: {len(nodes)} nodes ({len(nodes) - tool} model, {tool} persisted observations)"
         for n in nodes:
             yield f"  [{n['source_request']}] {n['state_id']} ({n['type']}, {n['origin']}): {_clip(n['summary'], 100)}"
+
+
+def _fault_lines(faults: list[dict]) -> Iterator[str]:
+    if not faults:
+        return
+    kinds: dict[str, int] = {}
+    for f in faults:
+        kind = f"{f['kind']} {f['http_status']}" if f["http_status"] and f["kind"] != "length" else f["kind"]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    yield f"  faults: {len(faults)} (" + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) + ")"
+    for f in faults:
+        where = f" request {f['request']} step {f['step']}" if f["request"] is not None else ""
+        outcome = "retried" if f["retried"] else "kept" if f["kind"] == "length" else "raised"
+        yield (f"    attempt {f['episode_attempt']}.{f['attempt']} {f['caller']}{where} on {f['deployment']}: "
+               f"{f['kind']} after {f['latency_s']:.2f} s, {outcome}: {_clip(f['message'], 120)}")
 
 
 def _role_tokens(ep: dict, role: str) -> str:

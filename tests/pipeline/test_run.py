@@ -23,6 +23,7 @@ from pipeline.config import load_job
 from pipeline.fixtures.oracle_server import OracleResponder
 from pipeline.launch import run_sweep
 from pipeline.llm.stub_server import StubServer
+from pipeline.show import load_episode, render
 from pipeline.store.reader import done_episodes
 from pipeline.sweep import expand
 from tests.conftest import REPO_ROOT
@@ -179,6 +180,8 @@ def test_a_server_returning_500s_records_failed_episodes_and_their_faults_and_th
                                                    "any_value(kind), any_value(http_status)", "episode_id")
         assert len(faults) == 4 and {f[2:] for f in faults} == {("server_error", 500)}
         assert {tuple(f[1]) for f in faults} == {((1, 1, True), (1, 2, False), (2, 1, True), (2, 2, False))}
+        shown = "\n".join(render(load_episode(result.sweep_dir, faults[0][0])))
+        assert "FAILED after 2 attempt(s): ModelUnavailableError" in shown and "faults: 4 (4 server_error 500)" in shown
 
         stub.clear()  # the server is back: the next run runs the failed episodes again
         again = run_sweep(job, out=tmp_path / "runs")
