@@ -6,7 +6,7 @@ completion cut at ``max_tokens``, to the sink of the current context. The episod
 rows with its role, request and step without widening the ``Policy`` interface; a call made
 outside any sink (the driver's schema check, a benchmark script) reports to nobody.
 
-Kinds (``http_status`` is set for the first three):
+Kinds (``http_status`` is the server's status for the first four, 200 for ``length``):
 
 - ``server_error``: a 5xx answer; retried.
 - ``rate_limited``: a 429; retried after the server's ``Retry-After`` (capped at the longest backoff).

@@ -67,7 +67,8 @@ async def echo(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
     return f"echo: {messages[-1]['content']}" if messages else "echo:"
 
 
-FaultKind = Literal["status", "garbage", "truncated", "drop", "hang", "no_choices", "length"]
+# How the server fails a call; what the client makes of each: pipeline/llm/faults.py.
+InjectedKind = Literal["status", "garbage", "truncated", "drop", "hang", "no_choices", "length"]
 
 
 class Fault(BaseModel):
@@ -83,7 +84,7 @@ class Fault(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: FaultKind
+    kind: InjectedKind
     times: int | None = None
     status: int = 500
     message: str = "internal error"
@@ -241,7 +242,7 @@ class StubServer:
         self._server.run(sockets=[self._socket])
 
     # -- faults --------------------------------------------------------------------------
-    def inject(self, kind: FaultKind, **options: Any) -> None:
+    def inject(self, kind: InjectedKind, **options: Any) -> None:
         """Make the next calls fail (before any drawn at :attr:`faults` rates); see :class:`Fault`."""
         self._fault = Fault(kind=kind, **options)
         self._fault_left = self._fault.times
