@@ -1,7 +1,9 @@
 """EpisodeActor: a Ray actor hosting episodes, each strictly sequential inside, several at once.
 
 One actor runs many episodes as asyncio tasks, so a remote model stays busy without a process per
-episode. Each finished episode writes its own rows (atomically) and returns a small summary.
+episode. Each finished episode writes its own rows (atomically) and returns a small summary; an
+attempt that fails raises :class:`EpisodeAttemptError`, which carries its calls' faults to the
+driver (it writes them with the episode's last attempt, finished or failed).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from flowstate import METHODS, Capability, ChatMessage, Completion, Embedder, Embeddings, Policy
 from pipeline.benchmarks.plugin import benchmark_of
+from pipeline.calls import CallFault, CallLog
 from pipeline.config import JobConfig
 from pipeline.episode import EpisodeCallers, run_sweep_episode
 from pipeline.llm.deployments import Deployment
@@ -38,6 +41,25 @@ class EpisodeSummary(BaseModel):
     reward: float | None
     steps: int
     duration_s: float
+
+
+class EpisodeAttemptError(Exception):
+    """An attempt of an episode failed: why (one line, for the episodes table) and the faults of its
+    calls until then. Pickles whole, so it reaches the driver through Ray as it was raised."""
+
+    def __init__(self, reason: str, faults: Sequence[CallFault] = ()) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.faults = list(faults)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.reason, self.faults)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line for the episodes table: the exception's type and its last line."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"[:2000]
 
 
 def preload(job: JobConfig) -> None:
@@ -118,17 +140,22 @@ class EpisodeWorker:
             agent_prompt_tokens=self.models.agent_prompt_tokens(spec),
         )
 
-    async def run(self, spec: EpisodeSpec, attempt: int) -> EpisodeSummary:
+    async def run(self, spec: EpisodeSpec, attempt: int, earlier_faults: Sequence[CallFault] = ()) -> EpisodeSummary:
+        """Run and store one attempt of an episode; ``earlier_faults``: those of its failed attempts,
+        stored with its rows."""
         callers = self._callers(spec)
+        log = CallLog(self.models.deployment_names(spec), attempt=attempt)
         try:
             outcome = await asyncio.wait_for(
-                run_sweep_episode(spec, callers, self.job.limits),
+                run_sweep_episode(spec, callers, self.job.limits, log),
                 timeout=self.job.execution.episode_timeout_s,
             )
+        except Exception as exc:
+            raise EpisodeAttemptError(describe_error(exc), log.faults) from exc
         finally:
             # Frees each conversation's routing slot, so new episodes see the true replica load.
             await asyncio.gather(*(aclose_caller(getattr(callers, f.name)) for f in dataclasses.fields(callers)))
-        rows = outcome_rows(outcome, attempts=attempt, code_version=self.code_version)
+        rows = outcome_rows(outcome, attempts=attempt, code_version=self.code_version, earlier_faults=earlier_faults)
         # Encoding the files is CPU (here, where it needs no hand-over of the GIL); writing them is
         # I/O, which must not stall the other episodes' calls on a slow disk.
         encoded = encode_episode(self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
@@ -152,8 +179,8 @@ class EpisodeActor:
     def __init__(self, job: JobConfig, sweep_dir: str, deployments: Mapping[str, Deployment], code_version: str) -> None:
         self._runner = EpisodeWorker(job, Path(sweep_dir), deployments, code_version)
 
-    async def run(self, spec: EpisodeSpec, attempt: int) -> EpisodeSummary:
-        return await self._runner.run(spec, attempt)
+    async def run(self, spec: EpisodeSpec, attempt: int, earlier_faults: Sequence[CallFault] = ()) -> EpisodeSummary:
+        return await self._runner.run(spec, attempt, earlier_faults)
 
     @ray.method(concurrency_group="control")
     def meter(self) -> Meter:

@@ -27,7 +27,8 @@ from rich.console import Console
 from rich.live import Live
 
 from flowstate import ProtocolMode
-from pipeline.actors import EpisodeActor, EpisodeSummary, Meter
+from pipeline.actors import EpisodeActor, EpisodeAttemptError, EpisodeSummary, Meter, describe_error
+from pipeline.calls import CallFault
 from pipeline.config import JobConfig
 from pipeline.data import DATA_ENV_VAR
 from pipeline.llm import verify_schema_enforcement
@@ -264,6 +265,8 @@ class Dispatcher:
         self._metered_at = 0.0
         # ObjectRef -> (actor index, episode, attempt, dispatch time)
         self.in_flight: dict[Any, tuple[int, EpisodeSpec, int, float]] = {}
+        # The faults of an episode's failed attempts, until its next attempt stores them or it fails for good.
+        self.faults: dict[str, list[CallFault]] = {}
 
     def _new_actor(self) -> Any:
         # On the driver's node, so results land where the driver (and its output directory) is;
@@ -302,7 +305,7 @@ class Dispatcher:
 
     def _submit(self, spec: EpisodeSpec, attempt: int) -> None:
         index = min(self.slots, key=self.slots.__getitem__)
-        ref = self.actors[index].run.remote(spec, attempt)
+        ref = self.actors[index].run.remote(spec, attempt, self.faults.get(spec.episode_id, []))
         self.slots[index] += 1
         self.in_flight[ref] = (index, spec, attempt, time.monotonic())
 
@@ -320,6 +323,7 @@ class Dispatcher:
                     self._replace_actor(index)
                 self._failed(spec, attempt, exc, queue)
                 continue
+            self.faults.pop(spec.episode_id, None)
             self.progress.add(summary)
             self.on_episode(spec, summary)
             crash_point("dispatch")
@@ -345,18 +349,21 @@ class Dispatcher:
         self.progress.total_tokens = self.retired.tokens + sum(m.tokens for m in self.meters.values())
 
     def _failed(self, spec: EpisodeSpec, attempt: int, exc: Exception, queue: EpisodeQueue) -> None:
+        cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
+        faults = self.faults.setdefault(spec.episode_id, [])
+        if isinstance(cause, EpisodeAttemptError):  # else the actor died: its faults died with it
+            faults += cause.faults
         if attempt < self.job.execution.episode_attempts:
             self.progress.retried += 1
             queue.append((spec, attempt + 1))
             return
-        rows = failure_rows(spec, error=_describe(exc), attempts=attempt, code_version=self.version)
+        rows = failure_rows(spec, error=_describe(cause), attempts=attempt, code_version=self.version,
+                            faults=self.faults.pop(spec.episode_id))
         write_episode(self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
         self.progress.failed += 1
         self.on_episode(spec, None)
 
 
-def _describe(exc: Exception) -> str:
+def _describe(cause: BaseException) -> str:
     """One readable line for the episodes table: the root cause, not Ray's wrapper traceback."""
-    cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
-    text = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {text[-1] if text else ''}"[:2000]
+    return cause.reason if isinstance(cause, EpisodeAttemptError) else describe_error(cause)

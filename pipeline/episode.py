@@ -33,7 +33,7 @@ from pipeline.benchmarks.plugin import (
     benchmark_of,
 )
 from pipeline.benchmarks.transcript import TranscriptMessage
-from pipeline.calls import CallLog, ModelCall
+from pipeline.calls import CallFault, CallLog, ModelCall
 from pipeline.sweep import EpisodeSpec
 from pipeline.testhooks import crash_point
 
@@ -62,19 +62,22 @@ class EpisodeOutcome(BaseModel):
     grade: Grade | None
     grading_error: str | None = None
     calls: list[ModelCall]
+    faults: list[CallFault] = []  # of this attempt's calls
     started_at: datetime
     finished_at: datetime
     duration_s: float
 
 
-async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: LoopLimits) -> EpisodeOutcome:
-    """Run one task with one method on one model, and grade it."""
+async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: LoopLimits,
+                            log: CallLog | None = None) -> EpisodeOutcome:
+    """Run one task with one method on one model, and grade it. Calls and their faults go to
+    ``log`` (the caller's, to keep the faults of an episode that raises)."""
     started = datetime.now(UTC)
     clock = time.perf_counter()
     cell = spec.cell.benchmark
     benchmark = benchmark_of(cell)
     uses = METHODS.get(spec.cell.method.name).uses(spec.cell.method)
-    log = CallLog()
+    log = log if log is not None else CallLog()
     method_callers = MethodCallers(
         memory=log.chat(callers.memory, "memory", in_step=True) if Capability.MEMORY_MODEL in uses else None,
         embeddings=log.embedder(callers.embeddings) if Capability.EMBEDDINGS in uses else None,
@@ -95,7 +98,7 @@ async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: 
     grade, error = await grade_episode(cell, spec.task_id, record, judge)
     return EpisodeOutcome(
         spec=spec, result=result, transcript=env.transcript, grade=grade, grading_error=error, calls=log.calls,
-        started_at=started, finished_at=datetime.now(UTC), duration_s=time.perf_counter() - clock,
+        faults=log.faults, started_at=started, finished_at=datetime.now(UTC), duration_s=time.perf_counter() - clock,
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import pipeline.fixtures  # noqa: F401 - registers the scripted fixtures in this process
 from flowstate import Embedder, Policy
-from pipeline.benchmarks.plugin import Role
+from pipeline.benchmarks.plugin import ROLES, Role
 from pipeline.config import ModelUse, Sampling
 from pipeline.llm import SamplingParams
 from pipeline.llm.deployments import Deployment
@@ -43,6 +43,15 @@ class EpisodeModels:
         if role in ("memory", "tool_model"):
             return getattr(spec, role) or spec.cell.agent
         raise ValueError(f"role {role!r} is not a chat model")
+
+    def deployment_names(self, spec: EpisodeSpec) -> dict[Role, str]:
+        """The job's deployment serving each role of this episode that a deployment serves."""
+        names: dict[Role, str] = {}
+        for role in ROLES:
+            use = spec.embeddings if role == "embeddings" else self.use(spec, role)
+            if use is not None and not isinstance(use, str):
+                names[role] = use.deployment
+        return names
 
     def policy(self, spec: EpisodeSpec, role: Role) -> Policy | None:
         """``None`` for a scripted fixture of the benchmark's own and for an absent role."""

@@ -1,4 +1,4 @@
-"""``flowstate show EPISODE_ID``: one episode, readably — requests, steps, state, tools, model calls, tokens.
+"""``flowstate show EPISODE_ID``: one episode, readably — requests, steps, state, tools, model calls, tokens, faults.
 
 Every text is cut in the query, with its length beside it, so an episode holding a 10 MB tool result
 or completion is shown from a few kilobytes: DuckDB reads the values, Python never holds one whole.
@@ -49,6 +49,7 @@ TRANSCRIPT = ("role, error, " + _cut("content") + ", list_transform(from_json(to
               f"'arguments': left(x.arguments::VARCHAR, {SHORT})}}) AS tool_calls")
 MESSAGE = ("caller, request, step, prompt_tokens, completion_tokens, latency_s, length(prompt_json) AS prompt_chars, "
            + _cut("completion"))
+FAULT = "* EXCLUDE (message), " + _cut("message", SHORT)
 NODES = ("list_transform(from_json(repository_json, '{\"nodes\": [{\"source_request\": \"INTEGER\", "
          "\"state_id\": \"VARCHAR\", \"type\": \"VARCHAR\", \"origin\": \"VARCHAR\", \"summary\": \"VARCHAR\"}]}').nodes, "
          f"lambda x: {{'source_request': x.source_request, 'state_id': left(x.state_id, {SHORT}), 'type': x.type, "
@@ -78,6 +79,7 @@ def load_episode(runs: Path, episode_id: str) -> dict[str, list[dict]]:
                                   full),
         "method_records": _rows(runs, "method_records", "kind, count(*) AS n", "WHERE episode_id = ? GROUP BY kind "
                                 "ORDER BY kind", full),
+        "faults": _rows(runs, "faults", FAULT, "WHERE episode_id = ? ORDER BY seq", full),
     }
 
 
@@ -96,6 +98,7 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
     yield f"  cell {ep['cell']}  task {ep['task_id']}  trial {ep['trial']}  seed {ep['seed']}"
     if ep["status"] == "failed":
         yield f"  FAILED after {ep['attempts']} attempt(s): {_clip(ep['error'], 2000, ep['error_chars'])}"
+        yield from _fault_lines(data.get("faults") or [])
         return
     metrics = ", ".join(f"{k} {v:g}" for k, v in sorted((ep["metrics"] or {}).items()))
     yield (f"  status {ep['status']} · termination {ep['termination']} · reward {ep['reward']} ({ep['grading_basis']}"
@@ -110,6 +113,7 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
     if graded:
         yield ("  requests graded: " + " ".join(f"{r['request']}{'✓' if r['correct'] else '✗'}" for r in graded)
                + f" ({sum(bool(r['correct']) for r in graded)}/{len(graded)} correct)")
+    yield from _fault_lines(data.get("faults") or [])
     records = data.get("method_records") or []
     if records:
         yield "  method records: " + ", ".join(f"{r['n']} {r['kind']}" for r in records)
@@ -143,6 +147,21 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
         yield f"final repository: {len(nodes)} nodes ({len(nodes) - tool} model, {tool} persisted observations)"
         for n in nodes:
             yield f"  [{n['source_request']}] {n['state_id']} ({n['type']}, {n['origin']}): {_clip(n['summary'], SHORT)}"
+
+
+def _fault_lines(faults: list[dict]) -> Iterator[str]:
+    if not faults:
+        return
+    kinds: dict[str, int] = {}
+    for f in faults:
+        kind = f"{f['kind']} {f['http_status']}" if f["http_status"] and f["kind"] != "length" else f["kind"]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    yield f"  faults: {len(faults)} (" + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) + ")"
+    for f in faults:
+        where = f" request {f['request']} step {f['step']}" if f["request"] is not None else ""
+        outcome = "retried" if f["retried"] else "kept" if f["kind"] == "length" else "raised"
+        yield (f"    attempt {f['episode_attempt']}.{f['attempt']} {f['caller']}{where} on {f['deployment']}: "
+               f"{f['kind']} after {f['latency_s']:.2f} s, {outcome}: {_clip(f['message'], 120)}")
 
 
 def _role_tokens(ep: dict, role: str) -> str:

@@ -1,7 +1,7 @@
 -- views.sql: the views and macros every query in sql/ relies on.
 --
 -- Base views, one per table (columns: pipeline/store/schema.py):
---   steps, episodes, transcript, messages, request_outcomes, method_records
+--   steps, episodes, transcript, messages, request_outcomes, method_records, faults
 -- and the tables metric_catalog: every registered benchmark's declared metrics (benchmark, position,
 -- metric, label, description, aggregate, source, key, numerator, denominator, headline), which
 -- scores.sql reads, and depth_panels (benchmark, domain, panel) for depth_curve. A benchmark's per-episode scores are the episodes column metrics, a
@@ -28,6 +28,10 @@
 --   reason         VARCHAR  optional: why (the benchmark's words)
 -- method_records: what a method declared worth keeping: kind, request, step (0: between steps),
 -- payload_json (read it with DuckDB's JSON functions: payload_json->>'$.field').
+-- faults: one row per fault of a model call (pipeline/llm/faults.py), of every attempt of the
+-- episode, finished or failed: seq, episode_attempt, caller, request, step, deployment, served_by,
+-- kind, http_status, attempt (the client's, within the call), retried, latency_s, message. A sweep
+-- written before the table existed has none: an empty view.
 
 CREATE OR REPLACE VIEW steps AS
 SELECT * FROM read_parquet(getvariable('steps_files'), union_by_name = true, hive_partitioning = false);
@@ -49,6 +53,9 @@ SELECT * FROM read_parquet(getvariable('request_outcomes_files'), union_by_name 
 
 CREATE OR REPLACE VIEW method_records AS
 SELECT * FROM read_parquet(getvariable('method_records_files'), union_by_name = true, hive_partitioning = false);
+
+CREATE OR REPLACE VIEW faults AS
+SELECT * FROM read_parquet(getvariable('faults_files'), union_by_name = true, hive_partitioning = false);
 
 -- Episodes that ran to the end, graded or not: everything but infrastructure failures (status
 -- 'failed'), which are excluded from every metric (as upstream τ-bench excludes infrastructure_error).

@@ -9,7 +9,8 @@ Layout (experiment: the job's ``tracking.experiment``, else its name):
 - child run per cell ``<cell label>``: tags ``mlflow.parentRunId``, ``flowstate.cell_id``, benchmark,
   domain, method, model; metrics from the SQL of ``sql/`` (counts and pass rate, every metric the
   benchmark declares under its own name, pass^k, tokens, Δ vs. the job's baseline as
-  ``vs_baseline.d_<metric>``, ISU / PSA / protocol internals, depth retention), logged with
+  ``vs_baseline.d_<metric>``, ISU / PSA / protocol internals, depth retention, model-call faults as
+  ``faults.total`` and ``faults.<kind>``), logged with
   ``log_batch`` at step = the cell's finished episodes; up to ``trace_samples_per_cell`` episodes as
   traces attached to the child run.
 
@@ -104,6 +105,14 @@ def cell_metrics(results: Mapping[str, pa.Table], baseline: str | None,
             for column, value in row.items():
                 if column not in _SKIP_COLUMNS:
                     put(key, f"{prefix}{column}", value)
+    faults: dict[tuple[str, ...], dict[str, int]] = {}
+    for row in query_rows("faults"):  # summed over callers, deployments and statuses
+        counts = faults.setdefault(tuple(row[k] for k in CELL_KEYS), {})
+        for name in ("faults.total", f"faults.{row['kind']}"):
+            counts[name] = counts.get(name, 0) + row["faults"]
+    for key, counts in faults.items():
+        for name, count in counts.items():
+            put(key, name, count)
     for row in query_rows("scores"):  # each benchmark's own metrics, under their declared names
         put(tuple(row[k] for k in CELL_KEYS), row["metric"], row["value"])
     if baseline is not None:

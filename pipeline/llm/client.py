@@ -1,11 +1,14 @@
 """One OpenAI-compatible async client for every engine, implementing ``flowstate.chat.Policy``.
 
-Retries live here and only here: transport errors, timeouts, 429 and 5xx are retried with
-exponential backoff and jitter up to ``RetryPolicy.max_attempts``, then
+Retries live here and only here: transport errors, timeouts, 429 and 5xx, a 2xx that is not JSON
+and a chat reply without any choice are retried with exponential backoff and jitter (a 429 at
+least for its ``Retry-After``) up to ``RetryPolicy.max_attempts``, then
 :class:`ModelUnavailableError`. A prompt longer than the context window raises
-``ContextOverflowError`` at once; other 4xx raise :class:`ModelRequestError`. Which server a call
-goes to is the job of an :class:`Endpoints` (one fixed URL, or a router's sticky replica), so a
-routed client re-routes between attempts when its replica dies.
+``ContextOverflowError`` at once; other 4xx raise :class:`ModelRequestError`. Every failed attempt,
+and every completion cut at ``max_tokens``, is reported as a :class:`~pipeline.llm.faults.FaultReport`
+(the episode's call log records them). Which server a call goes to is the job of an
+:class:`Endpoints` (one fixed URL, or a router's sticky replica), so a routed client re-routes
+between attempts when its replica dies.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ import random
 import re
 import time
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, NamedTuple, Protocol
 
 from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Embeddings, SamplingOverride, TokenUsage
 from pipeline.llm.errors import ModelError, ModelRequestError, ModelUnavailableError
+from pipeline.llm.faults import MESSAGE_LIMIT, FaultKind, FaultReport, report_fault
 from pipeline.llm.http import HttpConnectionError, HttpReplyError, HttpStatusError, post_json
 from pipeline.llm.prefix import PrefixMemory, PromptLedger, estimate_cached_tokens, render_prompt
 from pipeline.llm.settings import ClientSettings, Engine, RetryPolicy, SamplingParams
@@ -135,6 +139,37 @@ def classify(exc: BaseException) -> Outcome | None:
     return None
 
 
+class NoChoicesError(HttpReplyError):
+    """A 2xx chat reply without any choice: the server's failure, not the model's answer."""
+
+
+def fault_kind(exc: BaseException) -> FaultKind:
+    """The :mod:`~pipeline.llm.faults` kind of an exception that :func:`classify` sorts."""
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, HttpConnectionError):
+        return "connection"
+    if isinstance(exc, NoChoicesError):
+        return "no_choices"
+    if isinstance(exc, HttpReplyError):
+        return "invalid_json"
+    assert isinstance(exc, HttpStatusError)
+    if exc.status_code >= 500:
+        return "server_error"
+    if exc.status_code == 429:
+        return "rate_limited"
+    return "context_overflow" if is_context_overflow(exc) else "http_error"
+
+
+class Reply(NamedTuple):
+    """A usable answer of :meth:`OpenAIClient._call`."""
+
+    body: Any
+    url: str
+    latency_s: float
+    attempt: int  # from 1
+
+
 def _scrub(exc: BaseException, secret: str | None) -> BaseException:
     """Remove the API key from an exception's text in place (servers sometimes echo it)."""
     if secret and secret in str(exc):
@@ -179,25 +214,37 @@ class OpenAIClient:
         """End the conversation (a router frees its sticky replica)."""
         await self.endpoints.release()
 
-    async def _call(self, path: str, body: dict[str, Any]) -> tuple[Any, str, float]:
-        """POST ``body`` to ``path`` with retries: (the reply's JSON, the URL that answered, seconds)."""
+    async def _call(self, path: str, body: dict[str, Any],
+                    check: Callable[[Any], None] = lambda reply: None) -> Reply:
+        """POST ``body`` to ``path`` with retries; ``check`` raises an ``HttpReplyError`` for a 2xx
+        reply that is no answer (retried like a garbled one). Each failed attempt is reported."""
         retry = self.settings.retry
         last: BaseException | None = None
-        for attempt in range(retry.max_attempts):
+        for attempt in range(1, retry.max_attempts + 1):
             url = await self.endpoints.acquire()
+            started = time.perf_counter()
             try:
                 async with self._semaphore():
                     started = time.perf_counter()
                     async with asyncio.timeout(self.settings.timeout_s):
                         response = await post_json(url, path, body, api_key=self._api_key())
-                    return response, url, time.perf_counter() - started
+                    check(response)
+                    return Reply(response, url, time.perf_counter() - started, attempt)
             except Exception as exc:  # noqa: BLE001 - sorted by classify(), the rest re-raised
                 outcome = classify(exc)
-                last = self._raise_unless_retryable(exc, outcome)
+                if outcome is None:
+                    raise
+                last = _scrub(exc, self._secret())
+                retried = outcome in ("retry", "reroute") and attempt < retry.max_attempts
+                report_fault(FaultReport(
+                    kind=fault_kind(exc), http_status=exc.status_code if isinstance(exc, HttpStatusError) else None,
+                    attempt=attempt, latency_s=time.perf_counter() - started, served_by=url, retried=retried,
+                    message=(str(exc) or type(exc).__name__)[:MESSAGE_LIMIT]))
+                self._raise_unless_retryable(exc, outcome)
                 if outcome == "reroute":
                     await self.endpoints.report_failure(url)
-                if attempt + 1 < retry.max_attempts:
-                    await asyncio.sleep(max(backoff_delay(attempt, retry), _retry_after(exc, retry)))
+                if retried:
+                    await asyncio.sleep(max(backoff_delay(attempt - 1, retry), _retry_after(exc, retry)))
         raise ModelUnavailableError(
             f"{self.model}: no usable reply after {retry.max_attempts} attempts; last error: "
             f"{type(last).__name__}: {last}",
@@ -205,16 +252,12 @@ class OpenAIClient:
         ) from last
 
     # -- internals -----------------------------------------------------------------------
-    def _raise_unless_retryable(self, exc: Exception, outcome: Outcome | None) -> Exception:
-        """Raise at once what must not be retried; return the (scrubbed) cause otherwise."""
-        if outcome is None:
-            raise exc
-        _scrub(exc, self._secret())
+    def _raise_unless_retryable(self, exc: Exception, outcome: Outcome) -> None:
+        """Raise at once what must not be retried (``exc`` is already scrubbed)."""
         if outcome == "overflow":
             raise ContextOverflowError(f"{self.model}: {exc}") from exc
         if outcome == "reject":
             raise ModelRequestError(f"{self.model}: request rejected: {exc}", exc) from exc
-        return exc
 
     def _secret(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -268,8 +311,14 @@ class ChatClient(OpenAIClient):
     async def complete(
         self, messages: Sequence[ChatMessage], *, json_schema: Mapping[str, Any] | None = None
     ) -> Completion:
-        response, url, latency = await self._call("/chat/completions", self._request(messages, json_schema))
-        return await self._completion(response, url, latency, messages)
+        reply = await self._call("/chat/completions", self._request(messages, json_schema), check=_has_choices)
+        completion = await self._completion(reply.body, reply.url, reply.latency_s, messages)
+        if completion.finish_reason == "length":
+            report_fault(FaultReport(
+                kind="length", http_status=200, attempt=reply.attempt, latency_s=reply.latency_s, served_by=reply.url,
+                retried=False, message=f"completion cut at max_tokens={self.sampling.max_tokens} "
+                                       f"({completion.usage.completion_tokens} completion tokens)"))
+        return completion
 
     def _request(self, messages: Sequence[ChatMessage], json_schema: Mapping[str, Any] | None) -> dict[str, Any]:
         """The JSON body of one chat-completion request, sent as it is (no client-side transform)."""
@@ -289,10 +338,8 @@ class ChatClient(OpenAIClient):
     async def _completion(
         self, response: Any, url: str, latency: float, messages: Sequence[ChatMessage]
     ) -> Completion:
-        """A 200 without choices or content is an empty text, for the caller to score as a failure."""
-        response = response if isinstance(response, dict) else {}
-        choices = response.get("choices") or []
-        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        """A choice without content is an empty text, for the caller to score as a failure."""
+        choice = response["choices"][0]
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         text = message.get("content") or ""
         usage = _usage(response.get("usage"))
@@ -333,7 +380,7 @@ class EmbeddingClient(OpenAIClient):
         if not texts:
             return Embeddings(vectors=[])
         body = {"model": self.model, "input": list(texts), **({"user": self.conversation} if self.conversation else {})}
-        response, url, latency = await self._call("/embeddings", body)
+        response, url, latency, _ = await self._call("/embeddings", body)
         data = response.get("data") if isinstance(response, dict) else None
         items = sorted((d for d in data or [] if isinstance(d, dict)), key=lambda d: d.get("index", 0))
         vectors = [d.get("embedding") for d in items]
@@ -343,6 +390,12 @@ class EmbeddingClient(OpenAIClient):
         usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
         return Embeddings(vectors=vectors, prompt_tokens=usage.get("prompt_tokens"), latency_s=latency,
                           model=response.get("model"))
+
+
+def _has_choices(reply: Any) -> None:
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise NoChoicesError(f"a reply without any choice: {json.dumps(reply)[:200]}")
 
 
 def _usage(usage: Any) -> TokenUsage:

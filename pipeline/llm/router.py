@@ -7,6 +7,9 @@ ties broken at random. A client whose connection fails reports the URL; the rout
 server and, if it is dead, takes it out: its conversations move to live replicas on their next
 call. ``rebalance_margin`` is the escape from pure stickiness: a conversation whose replica has
 more than that many conversations above the least-loaded one moves there (one cache miss).
+``routing="least_loaded"`` drops stickiness altogether: every call goes to a replica with the fewest
+conversations (the one it was on counting), ties at random, as a balancer without affinity would;
+it is there to measure what stickiness is worth (``benchmarks/replica_sim.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import ray
 
 from pipeline.llm.deployments.health import is_alive
+from pipeline.llm.deployments.specs import Routing
 from pipeline.llm.errors import ModelUnavailableError
 from pipeline.llm.prefix import PrefixMemory
 
@@ -26,11 +30,13 @@ from pipeline.llm.prefix import PrefixMemory
 class RoutingTable:
     """The routing decisions, without Ray or I/O (so they can be tested directly)."""
 
-    def __init__(self, urls: Iterable[str], *, rebalance_margin: int | None = None, seed: int | None = None) -> None:
+    def __init__(self, urls: Iterable[str], *, rebalance_margin: int | None = None, seed: int | None = None,
+                 routing: Routing = "sticky") -> None:
         self.sessions: dict[str, set[str]] = {url: set() for url in urls}  # live replica -> its sessions
         self.dead: list[str] = []
         self._where: dict[str, str] = {}
         self._rebalance_margin = rebalance_margin
+        self._sticky = routing == "sticky"
         self._rng = random.Random(seed)
 
     def load(self, url: str) -> int:
@@ -41,15 +47,17 @@ class RoutingTable:
             raise ModelUnavailableError(f"no live replica left (dead: {', '.join(self.dead)})")
         current = self._where.get(session)
         least = min(self.load(url) for url in self.sessions)
-        if current is not None:
+        if current is not None and self._sticky:
             margin = self._rebalance_margin
             if margin is None or self.load(current) - least <= margin:
                 return current
             self.release(session)
             least = min(self.load(url) for url in self.sessions)
         url = self._rng.choice([url for url in self.sessions if self.load(url) == least])
-        self.sessions[url].add(session)
-        self._where[session] = url
+        if url != self._where.get(session):  # least-loaded routing may pick the replica it is on
+            self.release(session)
+            self.sessions[url].add(session)
+            self._where[session] = url
         return url
 
     def release(self, session: str) -> None:
@@ -75,10 +83,10 @@ class Router:
     """
 
     def __init__(self, liveness_path: str, *urls: str, rebalance_margin: int | None = None,
-                 liveness_timeout_s: float = 10.0, seed: int | None = None) -> None:
+                 liveness_timeout_s: float = 10.0, seed: int | None = None, routing: Routing = "sticky") -> None:
         # URLs are positional so that a deployment can pass the replicas' start() refs: Ray then
         # starts this actor's process while the servers load and runs __init__ once they are up.
-        self._table = RoutingTable(urls, rebalance_margin=rebalance_margin, seed=seed)
+        self._table = RoutingTable(urls, rebalance_margin=rebalance_margin, seed=seed, routing=routing)
         self._liveness_path = liveness_path
         self._liveness_timeout_s = liveness_timeout_s
         self._prefixes = PrefixMemory()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from flowstate import StepRecord
 from pipeline.benchmarks.plugin import ROLES, TOK_ROLES, Grade
-from pipeline.calls import ModelCall
+from pipeline.calls import CallFault, ModelCall
 from pipeline.episode import EpisodeOutcome
 from pipeline.store.schema import EPISODES, SCHEMA_VERSION
 from pipeline.sweep import EpisodeSpec
@@ -80,6 +81,11 @@ def message_row(ids: dict[str, Any], call: ModelCall) -> dict[str, Any]:
             "physical_limit_tokens": u.physical_limit_tokens}
 
 
+def fault_rows(ids: dict[str, Any], faults: Sequence[CallFault]) -> list[dict[str, Any]]:
+    """The faults table's rows of an episode, numbered over all its attempts."""
+    return [{**ids, "seq": i, **f.model_dump()} for i, f in enumerate(faults)]
+
+
 def role_tokens(calls: list[ModelCall]) -> dict[str, int | None]:
     """``<role>_prompt_tokens`` / ``<role>_completion_tokens`` per role (embeddings: input tokens)."""
     columns: dict[str, int | None] = {}
@@ -114,7 +120,9 @@ def request_outcome_rows(ids: dict[str, Any], grade: Grade | None) -> list[dict[
     return [{**ids, **r.model_dump()} for r in grade.requests] if grade else []
 
 
-def outcome_rows(outcome: EpisodeOutcome, *, attempts: int, code_version: str) -> Rows:
+def outcome_rows(outcome: EpisodeOutcome, *, attempts: int, code_version: str,
+                 earlier_faults: Sequence[CallFault] = ()) -> Rows:
+    """Every table's rows of a finished episode; ``earlier_faults``: those of its failed attempts."""
     spec, result, grade = outcome.spec, outcome.result, outcome.grade
     ids = id_columns(spec)
     memory = _memory_by_step(result.steps, outcome.calls)
@@ -152,7 +160,7 @@ def outcome_rows(outcome: EpisodeOutcome, *, attempts: int, code_version: str) -
                for i, r in enumerate(result.records)]
     return {"steps": steps, "transcript": transcript, "messages": [message_row(ids, c) for c in outcome.calls],
             "request_outcomes": request_outcome_rows(ids, grade), "method_records": records,
-            "episodes": [_episode_row(episode)]}
+            "faults": fault_rows(ids, [*earlier_faults, *outcome.faults]), "episodes": [_episode_row(episode)]}
 
 
 def _cell_columns(spec: EpisodeSpec) -> dict[str, Any]:
@@ -170,9 +178,11 @@ def _episode_row(values: dict[str, Any]) -> dict[str, Any]:
     return {name: values.get(name) for name in EPISODES.names}
 
 
-def failure_rows(spec: EpisodeSpec, *, error: str, attempts: int, code_version: str) -> Rows:
-    """An infrastructure failure: one episodes row with the error, excluded from every metric."""
-    return {"episodes": [_episode_row({
+def failure_rows(spec: EpisodeSpec, *, error: str, attempts: int, code_version: str,
+                 faults: Sequence[CallFault] = ()) -> Rows:
+    """An infrastructure failure: one episodes row with the error, excluded from every metric, and
+    the faults of its attempts' calls."""
+    return {"faults": fault_rows(id_columns(spec), faults), "episodes": [_episode_row({
         **_cell_columns(spec), "status": "failed", "error": error, "attempts": attempts,
         "termination": "infrastructure_error", "graded": False, "finished_at": datetime.now(UTC),
         "code_version": code_version,

@@ -7,6 +7,8 @@ messages          every model call of any role (agent, memory, user simulator, j
                   embeddings): full prompt and completion
 request_outcomes  one row per graded request, for benchmarks that grade each request (depth analysis)
 method_records    what a method declared worth keeping (kind, request, step, JSON payload)
+faults            one row per fault of a model call of any role (each failed attempt, retried or not,
+                  and each completion cut at max_tokens), of every attempt of the episode
 
 No column names a benchmark or a method: a benchmark's scores are the ``metrics`` map of the
 episodes table, declared by the benchmark (see ``sql/scores.sql``). New columns may be added in later
@@ -15,7 +17,8 @@ versions; readers use ``union_by_name``.
 Version 2 (this one) replaced version 1's τ-bench columns (db, communicate, nl_assertion, action,
 action_read_accuracy, action_write_accuracy, reward_basis, reward_info_json, tool_rendering,
 user_* tokens) by ``metrics``, ``grading_basis``, ``grading_json``, the cell's options as JSON and
-per-role token columns.
+per-role token columns. The faults table came later, without a version change (no row of another
+table changed); a sweep written before it has no faults folder, which readers see as an empty table.
 """
 
 from __future__ import annotations
@@ -137,9 +140,19 @@ METHOD_RECORDS = pa.schema(ID_FIELDS + [
     pa.field("payload_json", _str),
 ])
 
+# Kinds and their meaning: pipeline/llm/faults.py. ``seq`` orders an episode's faults over its attempts;
+# ``episode_attempt`` is the driver's attempt, ``attempt`` the client's attempt within one call;
+# ``caller``, ``request`` and ``step`` as in messages; ``deployment`` the job's name of the deployment.
+FAULTS = pa.schema(ID_FIELDS + [
+    pa.field("seq", _i32), pa.field("episode_attempt", _i32), pa.field("caller", _str),
+    pa.field("request", _i32), pa.field("step", _i32), pa.field("deployment", _str), pa.field("served_by", _str),
+    pa.field("kind", _str), pa.field("http_status", _i32), pa.field("attempt", _i32), pa.field("retried", pa.bool_()),
+    pa.field("latency_s", _f64), pa.field("message", _str),
+])
+
 SCHEMAS: dict[str, pa.Schema] = {
     "steps": STEPS, "episodes": EPISODES, "transcript": TRANSCRIPT, "messages": MESSAGES,
-    "request_outcomes": REQUEST_OUTCOMES, "method_records": METHOD_RECORDS,
+    "request_outcomes": REQUEST_OUTCOMES, "method_records": METHOD_RECORDS, "faults": FAULTS,
 }
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
 

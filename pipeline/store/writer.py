@@ -25,7 +25,7 @@ from pipeline.store.schema import SCHEMAS, rows_table
 from pipeline.testhooks import crash_point
 
 # Order matters: "episodes" last (see module docstring).
-WRITE_ORDER = ("steps", "transcript", "messages", "request_outcomes", "method_records", "episodes")
+WRITE_ORDER = ("steps", "transcript", "messages", "request_outcomes", "method_records", "faults", "episodes")
 
 
 def table_dir(sweep_dir: Path, table: str) -> Path:

@@ -23,6 +23,7 @@ from pipeline.config import load_job
 from pipeline.fixtures.oracle_server import OracleResponder
 from pipeline.launch import run_sweep
 from pipeline.llm.stub_server import StubServer
+from pipeline.show import load_episode, render
 from pipeline.store.reader import finished_episodes
 from pipeline.sweep import expand
 from tests.conftest import REPO_ROOT
@@ -156,20 +157,37 @@ def test_an_unreachable_endpoint_fails_before_anything_runs(ray_local, tmp_path)
         run_sweep(job, out=tmp_path / "runs")
 
 
-def test_a_server_returning_500s_records_failed_episodes_and_the_sweep_goes_on(ray_local, tmp_path):
-    probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m"})
+def test_a_server_returning_500s_records_failed_episodes_and_their_faults_and_the_next_run_retries_them(
+    ray_local, tmp_path
+):
+    probe = write_job(tmp_path, agent_deployment={"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m"},
+                      tasks=1)  # the job's episodes (the limit enters their ids, the URL does not)
     episodes = expand(load_job(probe)).by_id
     with StubServer(OracleResponder(episodes)) as stub:
         deployment = {"kind": "endpoint", "base_url": stub.url, "model": "m", "check_schema_enforcement": False,
                       "client": {"retry": {"max_attempts": 2, "initial_backoff_s": 0.01}}}
         job = write_job(tmp_path, agent_deployment=deployment, tasks=1,
                         execution={"concurrency": 4, "episode_attempts": 2})
-        stub.inject("status", status=500)  # every call, until cleared
+        stub.inject("status", status=500, message="engine dead")  # every call, until cleared
         result = run_sweep(job, out=tmp_path / "runs")
-    assert (result.completed, result.failed) == (0, 4)
-    rows = table(result.sweep_dir, "episodes", "status, termination, attempts, error")
-    assert {(r[0], r[1], r[2]) for r in rows} == {("failed", "infrastructure_error", 2)}
-    assert all("ModelUnavailableError" in r[3] for r in rows)
+        assert (result.completed, result.failed) == (0, 4)
+        rows = table(result.sweep_dir, "episodes", "status, termination, attempts, error")
+        assert {(r[0], r[1], r[2]) for r in rows} == {("failed", "infrastructure_error", 2)}
+        # the last reason: the client gave up on the 500s
+        assert all(r[3].startswith("ModelUnavailableError") and "500 - engine dead" in r[3] for r in rows)
+        # Every attempt of every call of every attempt of the episode is a row, kept with the failure.
+        faults = table(result.sweep_dir, "faults", "episode_id, list((episode_attempt, attempt, retried) ORDER BY seq), "
+                                                   "any_value(kind), any_value(http_status)", "episode_id")
+        assert len(faults) == 4 and {f[2:] for f in faults} == {("server_error", 500)}
+        assert {tuple(f[1]) for f in faults} == {((1, 1, True), (1, 2, False), (2, 1, True), (2, 2, False))}
+        shown = "\n".join(render(load_episode(result.sweep_dir, faults[0][0])))
+        assert "FAILED after 2 attempt(s): ModelUnavailableError" in shown and "faults: 4 (4 server_error 500)" in shown
+
+        stub.clear()  # the server is back: the next run runs the failed episodes again
+        again = run_sweep(job, out=tmp_path / "runs")
+    assert (again.skipped, again.completed, again.failed) == (0, 4, 0)
+    assert set(table(again.sweep_dir, "episodes", "status, reward")) == {("completed", 1.0)}
+    assert table(again.sweep_dir, "faults", "count(*)") == [(0,)]  # the failures' rows went with them
 
 
 def test_a_server_returning_garbage_is_the_models_failure_not_the_pipelines(ray_local, tmp_path):

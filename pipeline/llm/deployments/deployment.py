@@ -131,7 +131,7 @@ class ReplicatedDeployment(Deployment):
         self.replicas = [ServerReplica.options(**options).remote(self.spec) for _ in range(self.spec.replicas)]
         starts = [replica.start.remote() for replica in self.replicas]
         self.router = Router.remote(server_kind(self.spec).liveness_path, *starts,
-                                    rebalance_margin=self.spec.rebalance_margin)
+                                    rebalance_margin=self.spec.rebalance_margin, routing=self.spec.routing)
         try:
             # The replica's own start waits startup_timeout_s for its server; a longer wait means
             # Ray could not place it (a cluster without the resources it asks for).

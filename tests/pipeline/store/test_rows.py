@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from flowstate import Completion, EpisodeResult, MethodRecord, StepClock, StepRecord, TokenUsage, method_options
 from pipeline.benchmarks.plugin import Grade, RequestGrade
 from pipeline.benchmarks.taubench import TauBenchCell
-from pipeline.calls import CallLog
+from pipeline.calls import CallFault, CallLog
 from pipeline.config import AgentModel
 from pipeline.episode import EpisodeOutcome
 from pipeline.store.rows import failure_rows, grade_columns, outcome_rows, role_tokens, tok
-from pipeline.store.schema import EPISODES, SCHEMAS
+from pipeline.store.schema import EPISODES, FAULTS, SCHEMAS, rows_table
 from pipeline.sweep import Cell, EpisodeSpec
 
 SPEC = EpisodeSpec(
@@ -72,3 +72,27 @@ def test_tok_is_none_when_nothing_was_reported() -> None:
     columns = role_tokens([])
     assert tok(columns) is None and columns["embeddings_tokens"] is None
     assert Completion(text="").usage.prompt_tokens is None
+
+
+def fault(episode_attempt: int, attempt: int, kind: str = "server_error", retried: bool = True) -> CallFault:
+    return CallFault(kind=kind, http_status=503 if kind == "server_error" else None, attempt=attempt, latency_s=0.2,
+                     message="Error code: 503 - overloaded", served_by="http://127.0.0.1:1/v1", retried=retried,
+                     episode_attempt=episode_attempt, caller="agent", request=1, step=2, deployment="big")
+
+
+def test_faults_of_every_attempt_are_rows_in_order_with_a_finished_episode_and_with_a_failure() -> None:
+    failed_attempt = [fault(1, 1), fault(1, 2, retried=False)]
+    outcome = EpisodeOutcome(
+        spec=SPEC, result=EpisodeResult(termination="user_stop", requests=1, steps=[], exchanges=[]), transcript=[],
+        grade=None, calls=[], faults=[fault(2, 1, kind="timeout")], started_at=datetime.now(UTC),
+        finished_at=datetime.now(UTC), duration_s=1.0)
+    finished = outcome_rows(outcome, attempts=2, code_version="v", earlier_faults=failed_attempt)["faults"]
+    assert [(r["seq"], r["episode_attempt"], r["attempt"], r["kind"], r["retried"]) for r in finished] == [
+        (0, 1, 1, "server_error", True), (1, 1, 2, "server_error", False), (2, 2, 1, "timeout", True)]
+    assert {(r["episode_id"], r["cell_id"], r["caller"], r["request"], r["step"], r["deployment"]) for r in finished} == {
+        ("e1", "c1", "agent", 1, 2, "big")}
+    assert rows_table(finished, FAULTS).column("http_status").to_pylist() == [503, 503, None]  # every column typed
+    failure = failure_rows(SPEC, error="ModelUnavailableError: down", attempts=1, code_version="v",
+                           faults=failed_attempt)
+    assert [(r["seq"], r["episode_id"], r["retried"]) for r in failure["faults"]] == [(0, "e1", True), (1, "e1", False)]
+    assert failure_rows(SPEC, error="x", attempts=1, code_version="v")["faults"] == []

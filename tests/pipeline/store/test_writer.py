@@ -24,6 +24,7 @@ def rows_for(builder: SweepBuilder, tables: tuple[str, ...]) -> tuple[dict, dict
     row = {"steps": {"request": 1, "step": 1}, "transcript": {"seq": 0, "role": "user", "content": "hi"},
            "messages": {"seq": 0, "caller": "agent"}, "request_outcomes": {"request": 1, "correct": True},
            "method_records": {"seq": 0, "kind": "k", "payload_json": "{}"},
+           "faults": {"seq": 0, "kind": "server_error", "http_status": 503, "attempt": 1, "retried": True},
            "episodes": {"status": "completed", "termination": "user_stop", "reward": 1.0}}
     return ids, {t: [{**ids, **row[t]}] for t in tables}
 
