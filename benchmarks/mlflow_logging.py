@@ -85,7 +85,6 @@ def measure(code: Path, sweep: Path, store: Path, scenario: str) -> dict[str, An
 
     uri = f"sqlite:///{store / 'mlflow.db'}"
     if scenario != "again":
-        shutil.rmtree(store, ignore_errors=True)
         store.mkdir(parents=True)
         # the schema is created here, untimed; artifacts next to the store
         MlflowClient(uri).create_experiment("bench", artifact_location=(store / "artifacts").as_uri())
@@ -131,7 +130,9 @@ def main() -> None:
         results: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in scenarios}
         for repeat in range(args.repeats):
             for name, scenario in scenarios:
-                store = work / "store" / name.split()[0] / ("live-end" if scenario == "live-end" else "fresh")
+                # a fresh store per run; "again" re-logs into the store the new code just logged to
+                kind = "after-the-fact" if scenario == "again" else scenario
+                store = work / "store" / f"{repeat}-{name.split()[0]}-{kind}"
                 r = measure(versions[name], sweep, store, scenario)
                 results[(name, scenario)].append(r)
                 print(f"  run {repeat + 1}: {name:<12} {scenario:<15} {r['wall'] / r['cells']:6.3f} s/cell wall, "
