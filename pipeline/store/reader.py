@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 
 from pipeline.store.files import NoResultsError, scan_sweep, sweep_dirs, table_files, whole_files
+from pipeline.store.rows import FAILURE_TABLES
 
 
 def select(files: Sequence[Path | str], columns: str, tail: str = "", params: Sequence[Any] = ()) -> list[dict[str, Any]]:
@@ -49,8 +50,9 @@ def finished_episodes(sweep_dir: Path) -> Finished:
     The episodes with a row in a visible file of the episodes table are finished (the rows of
     broken files left out, as every reader does). Which are failures is read from the status column
     of the compacted parts, and of the per-episode files that may hold one: an infrastructure
-    failure's row is its episode's only row (``failure_rows``; writing it removes the attempt's
-    other files), so a per-episode file whose episode has rows in another table holds a result and
+    failure's rows are its episode's only rows outside its faults (``failure_rows``; writing them
+    removes the attempt's other files), so a per-episode file whose episode has rows in another
+    table holds a result and
     is neither opened nor checked here (``flowstate run`` checks every file before it plans).
     """
     if not sweep_dir.is_dir():
@@ -58,7 +60,7 @@ def finished_episodes(sweep_dir: Path) -> Finished:
     by_table, _ = scan_sweep(sweep_dir)
     elsewhere: set[str] = set()
     for table, partitions in by_table.items():
-        for partition in partitions if table != "episodes" else ():
+        for partition in partitions if table not in FAILURE_TABLES else ():
             elsewhere.update(partition.small.keys(), partition.covered)
     parts = {part.path: part.episodes for partition in by_table["episodes"] for part in partition.active_parts}
     small = {episode: partition for partition in by_table["episodes"] for episode in partition.small.keys()

@@ -178,6 +178,11 @@ def _episode_row(values: dict[str, Any]) -> dict[str, Any]:
     return {name: values.get(name) for name in EPISODES.names}
 
 
+# The tables an infrastructure failure writes: a resume reads a failure's status only from files of
+# episodes with no row in another table (pipeline.store.reader.finished_episodes).
+FAILURE_TABLES = frozenset({"episodes", "faults"})
+
+
 def failure_rows(spec: EpisodeSpec, *, error: str, attempts: int, code_version: str,
                  faults: Sequence[CallFault] = ()) -> Rows:
     """An infrastructure failure: one episodes row with the error, excluded from every metric, and

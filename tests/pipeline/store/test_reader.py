@@ -10,17 +10,27 @@ from pipeline.analysis.compact import compact
 from pipeline.store import reader
 from pipeline.store.files import IncompleteResultsWarning
 from pipeline.store.reader import Finished, finished_episodes
-from pipeline.store.rows import failure_rows
+from pipeline.store.rows import FAILURE_TABLES, failure_rows
+from pipeline.store.writer import write_episode
 from tests.pipeline.analysis.builder import SweepBuilder
-from tests.pipeline.store.test_rows import SPEC
+from tests.pipeline.store.test_rows import SPEC, fault
 
 USER_TURN = [{"seq": 0, "role": "user", "content": "hi"}]
 
 
-def test_a_failure_row_is_its_episodes_only_row():
+def test_a_failure_writes_only_the_failure_tables():
     """What lets a resume skip opening the files of episodes with rows elsewhere (the writer removes
     an earlier attempt's other files: test_writer)."""
-    assert set(failure_rows(SPEC, error="endpoint down", attempts=3, code_version="v")) == {"episodes"}
+    rows = failure_rows(SPEC, error="endpoint down", attempts=3, code_version="v", faults=[fault(1, 1)])
+    assert set(rows) == FAILURE_TABLES and len(rows["faults"]) == 1
+
+
+def test_a_failure_with_faults_is_read_as_failed(tmp_path: Path) -> None:
+    """Its fault rows are rows in another table, and must not make it look finished."""
+    sweep_dir = tmp_path / "sweep"
+    rows = failure_rows(SPEC, error="endpoint down", attempts=3, code_version="v", faults=[fault(1, 1), fault(2, 1)])
+    write_episode(sweep_dir, SPEC.cell.cell_id, SPEC.episode_id, rows)
+    assert finished_episodes(sweep_dir) == Finished(done=frozenset(), failed=frozenset({SPEC.episode_id}))
 
 
 def test_statuses_are_read_from_parts_and_from_the_files_that_may_hold_a_failure(
