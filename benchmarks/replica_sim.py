@@ -113,22 +113,25 @@ class Run:
         return self.utilisation >= 0.9 and self.cached_follow_ups >= self.limit - 0.05
 
 
-def steady_window(sweep_dir: Path, target: int) -> tuple[float, float]:
+def steady_window(sweep_dir: Path, target: int) -> tuple[float, float, list[str]]:
     """Wall-clock start and end of the time the sweep had ``target`` episodes in flight (or its
-    most, if it never reached it)."""
+    most, if it never reached it), and the errors of the episodes left out of it: a failed episode's
+    row has no start time (the infrastructure failed it on every attempt)."""
     import duckdb
 
     episodes = str(sweep_dir / "episodes" / "**" / "*.parquet")
-    rows = duckdb.sql(f"SELECT epoch(started_at), epoch(finished_at) FROM read_parquet('{episodes}', "
-                      "hive_partitioning = false) WHERE started_at IS NOT NULL AND finished_at IS NOT NULL").fetchall()
-    events = sorted([(s, 1) for s, _ in rows] + [(f, -1) for _, f in rows], key=lambda e: (e[0], e[1]))
+    rows = duckdb.sql(f"SELECT epoch(started_at), epoch(finished_at), coalesce(error, status) FROM read_parquet("
+                      f"'{episodes}', hive_partitioning = false)").fetchall()
+    timed = [(s, f) for s, f, _ in rows if s is not None and f is not None]
+    untimed = [str(why) for s, f, why in rows if s is None or f is None]
+    events = sorted([(s, 1) for s, _ in timed] + [(f, -1) for _, f in timed], key=lambda e: (e[0], e[1]))
     level, peak, at = 0, 0, []
     for t, step in events:
         level += step
         at.append((t, level))
         peak = max(peak, level)
     full = [t for t, n in at if n >= min(target, peak)]
-    return full[0], full[-1]
+    return full[0], full[-1], untimed
 
 
 def cache_shares(sweep_dir: Path) -> dict[str, float]:
@@ -166,13 +169,16 @@ def client_gaps(requests: list[dict[str, Any]], start: float, end: float) -> lis
 
 
 def summarise(replicas: int, routing: str, method: str, sweep_dir: Path, stats_dir: Path, target: int) -> Run:
-    """The replicas' own figures over the steady window, the sweep's recorded tokens over all of it."""
+    """The replicas' own figures over the steady window, the sweep's recorded tokens over all of it;
+    prints the episodes the window leaves out."""
     import duckdb
 
     stats = [json.loads(p.read_text()) for p in sorted(stats_dir.glob("replica-*.json"))]
     if len(stats) != replicas:
         raise RuntimeError(f"{len(stats)} replica stats files in {stats_dir}, expected {replicas}")
-    wall_start, wall_end = steady_window(sweep_dir, target)
+    wall_start, wall_end, untimed = steady_window(sweep_dir, target)
+    for why in untimed:
+        print(f"  an episode without a start or finish time is left out of the steady window: {why}")
     windows, util, batch, inside, gaps = [], [], [], [], []
     for s in stats:
         scale = s["settings"]["time_scale"]
