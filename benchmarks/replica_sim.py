@@ -1,7 +1,7 @@
 """Cluster-scale planning on simulated GPU replicas: routing × replicas × method.
 
-Runs the oracle-shaped τ-bench workload (the oracle fixture's real outputs over HTTP, scripted
-user, every agent call through the pipeline's client and router) against 1, 2 and 4 simulated
+Runs the oracle-shaped τ-bench workload (the oracle fixture's real outputs, generated over HTTP by
+the replicas; scripted user; every agent call through the pipeline's client and router) against 1, 2 and 4 simulated
 replicas (``kind: replica_sim``: the stand-in server in replica mode, an H100 serving a 32B model by
 default), with ``--per-replica`` episodes in flight per replica, sticky and least-loaded-only
 routing, one sweep per method. Prints per sweep, over the steady window (from the first to the last
@@ -60,8 +60,7 @@ def trials_and_limit(episodes: int) -> tuple[int, int]:
 
 def job_file(folder: Path, *, replicas: int, routing: str, method: str, in_flight: int, episodes: int,
              replica: dict[str, Any]) -> Path:
-    """One method on τ-bench against ``replicas`` simulated replicas, which answer as the oracle of
-    this very job's episodes."""
+    """One method on τ-bench against ``replicas`` simulated replicas, which generate the oracle's outputs."""
     name = f"replica-sim-{replicas}x-{routing}-{method}"
     path, stats = folder / f"{name}.yaml", folder / name / "stats"
     trials, limit = trials_and_limit(episodes)
@@ -74,7 +73,7 @@ def job_file(folder: Path, *, replicas: int, routing: str, method: str, in_fligh
         "user_simulator": "scripted", "judge": "none",
         "deployments": {"agent": {
             "kind": "replica_sim", "replicas": replicas, "routing": routing, "replica": replica,
-            "oracle_job": str(path), "stats_dir": str(stats),
+            "script": "oracle", "stats_dir": str(stats),
             "client": {"max_in_flight": 4096, "timeout_s": 3600.0}}},
         "trials": trials,
         "execution": {"concurrency": in_flight},
@@ -91,13 +90,14 @@ class Run:
     routing: str
     method: str
     episodes: int
+    reward: float  # mean over the episodes: the oracle's is 1 wherever the workload ran as it should
     window_s: float
     calls: int  # answered within the window, all replicas
     calls_per_s: float
     episodes_per_h: float
     output_tokens_per_s: float
     utilisation: float  # mean over replicas of the share of the window with a sequence in progress
-    mean_batch: float  # sequences running, averaged over busy time
+    mean_batch: float  # sequences running, averaged over the window
     queue_s: float  # mean wait before a call's first step
     latency_s: float  # mean time from a call's arrival to its last token
     client_gap_s: float  # median time from a reply to the conversation's next call: the clients' and CPU's share
@@ -113,22 +113,25 @@ class Run:
         return self.utilisation >= 0.9 and self.cached_follow_ups >= self.limit - 0.05
 
 
-def steady_window(sweep_dir: Path, target: int) -> tuple[float, float]:
+def steady_window(sweep_dir: Path, target: int) -> tuple[float, float, list[str]]:
     """Wall-clock start and end of the time the sweep had ``target`` episodes in flight (or its
-    most, if it never reached it)."""
+    most, if it never reached it), and the errors of the episodes left out of it: a failed episode's
+    row has no start time (the infrastructure failed it on every attempt)."""
     import duckdb
 
     episodes = str(sweep_dir / "episodes" / "**" / "*.parquet")
-    rows = duckdb.sql(f"SELECT epoch(started_at), epoch(finished_at) FROM read_parquet('{episodes}', "
-                      "hive_partitioning = false)").fetchall()
-    events = sorted([(s, 1) for s, _ in rows] + [(f, -1) for _, f in rows], key=lambda e: (e[0], e[1]))
+    rows = duckdb.sql(f"SELECT epoch(started_at), epoch(finished_at), coalesce(error, status) FROM read_parquet("
+                      f"'{episodes}', hive_partitioning = false)").fetchall()
+    timed = [(s, f) for s, f, _ in rows if s is not None and f is not None]
+    untimed = [str(why) for s, f, why in rows if s is None or f is None]
+    events = sorted([(s, 1) for s, _ in timed] + [(f, -1) for _, f in timed], key=lambda e: (e[0], e[1]))
     level, peak, at = 0, 0, []
     for t, step in events:
         level += step
         at.append((t, level))
         peak = max(peak, level)
     full = [t for t, n in at if n >= min(target, peak)]
-    return full[0], full[-1]
+    return full[0], full[-1], untimed
 
 
 def cache_shares(sweep_dir: Path) -> dict[str, float]:
@@ -166,24 +169,32 @@ def client_gaps(requests: list[dict[str, Any]], start: float, end: float) -> lis
 
 
 def summarise(replicas: int, routing: str, method: str, sweep_dir: Path, stats_dir: Path, target: int) -> Run:
-    """The replicas' own figures over the steady window, the sweep's recorded tokens over all of it."""
+    """The replicas' own figures over the steady window, the sweep's recorded tokens over all of it;
+    prints the episodes the window leaves out."""
+    import duckdb
+
     stats = [json.loads(p.read_text()) for p in sorted(stats_dir.glob("replica-*.json"))]
     if len(stats) != replicas:
         raise RuntimeError(f"{len(stats)} replica stats files in {stats_dir}, expected {replicas}")
-    wall_start, wall_end = steady_window(sweep_dir, target)
+    wall_start, wall_end, untimed = steady_window(sweep_dir, target)
+    for why in untimed:
+        print(f"  an episode without a start or finish time is left out of the steady window: {why}")
     windows, util, batch, inside, gaps = [], [], [], [], []
     for s in stats:
         scale = s["settings"]["time_scale"]
         start, end = (wall_start - s["t0_wall"]) / scale, (wall_end - s["t0_wall"]) / scale
         windows.append(end - start)
         util.append(overlap(s["busy"], start, end) / (end - start))
-        batch.append(s["batch_seconds"] / max(1e-9, sum(b - a for a, b in s["busy"])))
+        batch.append(overlap([[r["started"], r["finished"]] for r in s["requests"]], start, end) / (end - start))
         inside += [r for r in s["requests"] if start <= r["finished"] <= end]
         gaps += client_gaps(s["requests"], start, end)
     window = statistics.mean(windows)
     shares = cache_shares(sweep_dir)
+    episodes = str(sweep_dir / "episodes" / "**" / "*.parquet")
+    reward = duckdb.sql(f"SELECT avg(coalesce(reward, 0)) FROM read_parquet('{episodes}', hive_partitioning = false)"
+                        ).fetchall()[0][0]
     calls_per_s = len(inside) / window
-    return Run(replicas, routing, method, episodes=0, window_s=window, calls=len(inside), calls_per_s=calls_per_s,
+    return Run(replicas, routing, method, episodes=0, reward=reward, window_s=window, calls=len(inside), calls_per_s=calls_per_s,
                episodes_per_h=calls_per_s / shares["calls_per_episode"] * 3600,
                output_tokens_per_s=sum(r["output_tokens"] for r in inside) / window,
                utilisation=statistics.mean(util), mean_batch=statistics.mean(batch),
@@ -210,14 +221,14 @@ def run_one(folder: Path, replicas: int, routing: str, method: str, per_replica:
     return run
 
 
-HEADER = (f"{'replicas':>8} {'routing':>12} {'method':>12} {'episodes':>8} {'window s':>8} {'calls':>6} {'calls/s':>7} "
-          f"{'episodes/h':>10} {'out tok/s':>9} {'util':>6} {'batch':>5} {'queue s':>7} {'call s':>6} {'gap s':>5} "
-          f"{'lag s':>5} {'cached':>6} {'cached*':>7} {'reusable*':>9} {'limit*':>6} {'goal':>4} {'wall s':>6}")
+HEADER = (f"{'replicas':>8} {'routing':>12} {'method':>12} {'episodes':>8} {'reward':>6} {'window s':>8} {'calls':>6} "
+          f"{'calls/s':>7} {'episodes/h':>10} {'out tok/s':>9} {'util':>6} {'batch':>5} {'queue s':>7} {'call s':>6} "
+          f"{'gap s':>5} {'lag s':>5} {'cached':>6} {'cached*':>7} {'reusable*':>9} {'limit*':>6} {'goal':>4} {'wall s':>6}")
 
 
 def row(r: Run) -> str:
     goal = ("met" if r.goal_met else "no") if r.routing != "least_loaded" else ""
-    return (f"{r.replicas:>8} {r.routing:>12} {r.method:>12} {r.episodes:>8} {r.window_s:>8.0f} {r.calls:>6} "
+    return (f"{r.replicas:>8} {r.routing:>12} {r.method:>12} {r.episodes:>8} {r.reward:>6.3f} {r.window_s:>8.0f} {r.calls:>6} "
             f"{r.calls_per_s:>7.2f} {r.episodes_per_h:>10,.0f} {r.output_tokens_per_s:>9,.0f} {r.utilisation:>6.1%} "
             f"{r.mean_batch:>5.1f} {r.queue_s:>7.2f} {r.latency_s:>6.2f} {r.client_gap_s:>5.2f} {r.lag_s:>5.2f} "
             f"{r.cached:>6.1%} {r.cached_follow_ups:>7.1%} {r.reusable:>9.1%} {r.limit:>6.1%} {goal:>4} {r.wall_s:>6.0f}")

@@ -319,8 +319,7 @@ class SimulatedReplica:
         self._running = still
 
     def _name(self, q: _Sequence, keys: list[int]) -> None:
-        """Blocks of ``q`` whose tokens are now in the KV become cached (those not cached already).
-        ``keys`` must follow on from the blocks ``q`` already holds named or duplicated."""
+        """Blocks of ``q`` whose tokens are now in the KV become cached, unless they are already."""
         named = self.cache.name(keys)
         q.held += named
         q.anonymous -= len(named)

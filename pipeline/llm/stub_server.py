@@ -18,7 +18,8 @@ vLLM does; tokens are :func:`~pipeline.llm.replica_sim.sim_token_ids`, in ``usag
 and in the cache alike; ``GET /sim/stats`` returns the engine's figures.
 
 ``python -m pipeline.llm.stub_server --delay 0.2`` runs it in its own process (benchmarks);
-``--replica '{"time_scale": 4}'`` in replica mode, ``--oracle-job JOB`` answering as the oracle,
+``--replica '{"time_scale": 4}'`` in replica mode, ``--fixture-outputs`` answering what each request
+asks for in its ``fixture_output`` field (a scripted agent's output, which the server then plays),
 ``--faults '{"seed": 1, "rates": [{"fault": {"kind": "status", "status": 503}, "rate": 0.05}]}'`` failing calls.
 """
 
@@ -69,6 +70,18 @@ async def echo(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
 
 # How the server fails a call; what the client makes of each: pipeline/llm/faults.py.
 InjectedKind = Literal["status", "garbage", "truncated", "drop", "hang", "no_choices", "length"]
+
+
+# The request field in which a TEST FIXTURE client names the output it wants (see fixture_output).
+FIXTURE_OUTPUT = "fixture_output"
+
+
+async def fixture_output(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
+    """TEST FIXTURE responder: the text the request names in ``fixture_output`` (a scripted agent's
+    output, written by the client, so that its state stays with the episode whichever server
+    answers); an echo for a request without one."""
+    text = body.get(FIXTURE_OUTPUT)
+    return text if isinstance(text, str) else await echo(messages, body)
 
 
 class Fault(BaseModel):
@@ -430,22 +443,15 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
     parser.add_argument("--replica", type=ReplicaSettings.model_validate_json, default=None,
                         help="replica mode: the simulated engine's settings as JSON ('{}': the defaults)")
-    parser.add_argument("--oracle-job", default=None,
-                        help="TEST FIXTURE: answer each conversation as the oracle of its episode in this job file")
+    parser.add_argument("--fixture-outputs", action="store_true",
+                        help="TEST FIXTURE: answer with each request's fixture_output field where it has one")
     parser.add_argument("--faults", type=FaultRates.model_validate_json, default=None,
                         help="fail calls at these per-kind rates (FaultRates as JSON)")
     parser.add_argument("--stats-out", type=Path, default=None,
                         help="replica mode: write the engine's figures (GET /sim/stats) here as JSON on exit")
     args = parser.parse_args()
-    responder: Responder = echo
-    if args.oracle_job:
-        from pipeline.config import load_job
-        from pipeline.fixtures.oracle_server import OracleResponder
-        from pipeline.sweep import expand
-
-        responder = OracleResponder(expand(load_job(args.oracle_job)).by_id)
-    server = StubServer(responder, delay_s=args.delay, port=args.port, host=args.host, model=args.model,
-                        replica=args.replica, faults=args.faults)
+    server = StubServer(fixture_output if args.fixture_outputs else echo, delay_s=args.delay, port=args.port,
+                        host=args.host, model=args.model, replica=args.replica, faults=args.faults)
     print(json.dumps({"url": server.url}), flush=True)
     # uvicorn re-raises the signal that stopped it: as KeyboardInterrupt for both, so the figures get written.
     signal.signal(signal.SIGTERM, signal.default_int_handler)

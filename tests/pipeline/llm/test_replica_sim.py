@@ -17,9 +17,9 @@ import ray
 
 from flowstate.chat import ChatMessage, Completion
 from pipeline.llm import ChatClient, Router, RouterEndpoints
-from pipeline.llm.deployments import make_deployment
+from pipeline.llm.deployments import SCRIPTED_POLICIES, make_deployment
 from pipeline.llm.replica_sim import ReplicaSettings, sim_token_ids
-from pipeline.llm.replica_sim_kind import ReplicaSimSpec
+from pipeline.llm.replica_sim_kind import ReplicaSimSpec, ScriptedOutputs
 from pipeline.llm.stub_server import RawConnection, StubServer
 from pipeline.llm.token_ids import VllmTokens
 
@@ -224,15 +224,31 @@ def test_a_sticky_conversation_finds_its_prefix_on_its_replica(ray_local: None) 
     assert all(c.usage.physical_limit_tokens == c.usage.prompt_tokens - 30 for c in follow_ups)
 
 
+class Steps:
+    """TEST FIXTURE: a scripted agent that counts its calls (its state lives with the conversation)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, messages: Any, *, json_schema: Any = None) -> Completion:
+        self.calls += 1
+        return Completion(text=f"step {self.calls}")
+
+
 @pytest.mark.slow
 def test_simulated_replicas_as_a_deployment_with_least_loaded_routing(ray_local: None, tmp_path: Path) -> None:
-    spec = ReplicaSimSpec(replicas=2, routing="least_loaded", stats_dir=tmp_path, replica=FAST, startup_timeout_s=60)
+    SCRIPTED_POLICIES["test-steps"] = lambda session_id, role, context: Steps()
+    spec = ReplicaSimSpec(replicas=2, routing="least_loaded", script="test-steps", stats_dir=tmp_path, replica=FAST,
+                          startup_timeout_s=60)
     with make_deployment(spec) as deployment:
+        assert isinstance(deployment.policy("episode-1", "judge"), ChatClient)  # only the agent follows the script
         policy = deployment.policy("episode-1")
-        assert isinstance(policy, ChatClient) and isinstance(policy.tokens, VllmTokens)
+        assert isinstance(policy, ScriptedOutputs) and isinstance(policy.client.tokens, VllmTokens)
         completions = asyncio.run(conversation(policy, 8))
-    # Its own replica counts the conversation, so the other one is less loaded: it alternates.
+    # Its own replica counts the conversation, so the other one is less loaded: it alternates, and
+    # the script, which lives with the conversation, goes on wherever the call lands.
     assert [c.served_by for c in completions] == [c.served_by for c in completions[:2]] * 4
+    assert [c.text for c in completions] == [f"step {i}" for i in range(1, 9)]
     follow_ups = completions[1:]
     assert follow_ups[0].usage.cached_tokens == 0
     assert all(c.usage.reusable_prefix_tokens == 0 for c in follow_ups)
