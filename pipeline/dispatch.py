@@ -40,6 +40,7 @@ from pipeline.storage import storage_failure
 from pipeline.store.rows import failure_rows
 from pipeline.store.writer import write_episode
 from pipeline.sweep import EpisodeSpec, Sweep
+from pipeline.tally import EpisodeTally
 from pipeline.testhooks import actor_env, crash_point
 
 POLL_S = 0.5
@@ -57,28 +58,18 @@ METER_EVERY_S = 2.0
 OnEpisode = Callable[[EpisodeSpec, EpisodeSummary | None], None]
 
 
-@dataclass
-class Progress:
+@dataclass(kw_only=True)
+class Progress(EpisodeTally):
     """Counters the progress display reads; updated by the dispatch loop only."""
 
     total: int
     skipped: int
-    completed: int = 0
-    failed: int = 0
-    grading_failed: int = 0
     retried: int = 0
     running: int = 0
     # Model traffic so far, running episodes included (from the actors' meters).
     total_tokens: int = 0
     model_calls: int = 0
     started: float = field(default_factory=time.monotonic)
-    # The mean reward's sum and count (not a list: the driver's memory stays flat however many episodes finish).
-    reward_sum: float = 0.0
-    rewarded: int = 0
-
-    @property
-    def finished(self) -> int:
-        return self.completed + self.failed + self.grading_failed
 
     @property
     def todo(self) -> int:
@@ -89,15 +80,6 @@ class Progress:
             return None
         rate = self.finished / max(time.monotonic() - self.started, 1e-9)
         return (self.todo - self.finished) / rate
-
-    def add(self, summary: EpisodeSummary) -> None:
-        if summary.status == "completed":
-            self.completed += 1
-        else:
-            self.grading_failed += 1
-        if summary.reward is not None:
-            self.reward_sum += summary.reward
-            self.rewarded += 1
 
 
 def _fmt_duration(seconds: float | None) -> str:
@@ -360,7 +342,7 @@ class Dispatcher:
         rows = failure_rows(spec, error=_describe(cause), attempts=attempt, code_version=self.version,
                             faults=self.faults.pop(spec.episode_id))
         write_episode(self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
-        self.progress.failed += 1
+        self.progress.add(None)
         self.on_episode(spec, None)
 
 

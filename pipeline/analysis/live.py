@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.manifest import read_manifest, record_mlflow_run
+from pipeline.tally import EpisodeTally
 
 if TYPE_CHECKING:  # the imports that pull in MLflow happen in the thread, not at sweep start
     from mlflow import MlflowClient
@@ -42,46 +43,29 @@ KILLED, FAILED = "KILLED", "FAILED"
 CLOSE_WAIT_S = 30.0
 
 
-@dataclass
-class CellTally:
+@dataclass(kw_only=True)
+class CellTally(EpisodeTally):
     """What this run's finished episodes of one cell said, beside what earlier runs had done."""
 
     planned: int
     done_before: int
-    completed: int = 0
-    failed: int = 0  # infrastructure failures, after every attempt
-    ungraded: int = 0
-    rewarded: int = 0
-    reward_sum: float = 0.0
     steps_sum: int = 0
     seconds_sum: float = 0.0
-
-    @property
-    def finished(self) -> int:
-        return self.completed + self.failed + self.ungraded
 
     @property
     def done(self) -> int:
         return self.done_before + self.finished
 
     def add(self, summary: EpisodeSummary | None) -> None:
-        if summary is None:
-            self.failed += 1
-            return
-        if summary.status == "completed":
-            self.completed += 1
-        else:
-            self.ungraded += 1
-        if summary.reward is not None:
-            self.rewarded += 1
-            self.reward_sum += summary.reward
-        self.steps_sum += summary.steps
-        self.seconds_sum += summary.duration_s
+        super().add(summary)
+        if summary is not None:
+            self.steps_sum += summary.steps
+            self.seconds_sum += summary.duration_s
 
     def metrics(self) -> dict[str, float]:
-        ran = self.completed + self.ungraded
+        ran = self.completed + self.grading_failed
         metrics = {"live.episodes_done": self.done, "live.episodes_planned": self.planned,
-                   "live.completed": self.completed, "live.failed": self.failed, "live.ungraded": self.ungraded}
+                   "live.completed": self.completed, "live.failed": self.failed, "live.ungraded": self.grading_failed}
         if self.rewarded:  # mean reward of this run's graded episodes (the SQL's pass_rate, so far)
             metrics["live.pass_rate"] = self.reward_sum / self.rewarded
         if ran:
@@ -94,7 +78,7 @@ def sweep_metrics(tallies: list[CellTally]) -> dict[str, float]:
     rewarded = sum(t.rewarded for t in tallies)
     metrics = {"live.episodes_done": sum(t.done for t in tallies), "live.episodes_planned": sum(t.planned for t in tallies),
                "live.completed": sum(t.completed for t in tallies), "live.failed": sum(t.failed for t in tallies),
-               "live.ungraded": sum(t.ungraded for t in tallies)}
+               "live.ungraded": sum(t.grading_failed for t in tallies)}
     if rewarded:
         metrics["live.pass_rate"] = sum(t.reward_sum for t in tallies) / rewarded
     return {k: float(v) for k, v in metrics.items()}
