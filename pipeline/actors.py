@@ -26,6 +26,7 @@ from pipeline.llm.deployments import Deployment
 from pipeline.plugins import load_plugins
 from pipeline.roles import EpisodeModels, aclose_caller
 from pipeline.store.rows import outcome_rows
+from pipeline.store.schema import convert_rows_without_pandas
 from pipeline.store.writer import encode_episode, store_episode
 from pipeline.sweep import EpisodeSpec
 
@@ -177,6 +178,7 @@ class EpisodeActor:
     actor still answers the driver's progress polls."""
 
     def __init__(self, job: JobConfig, sweep_dir: str, deployments: Mapping[str, Deployment], code_version: str) -> None:
+        convert_rows_without_pandas()
         self._runner = EpisodeWorker(job, Path(sweep_dir), deployments, code_version)
 
     async def run(self, spec: EpisodeSpec, attempt: int, earlier_faults: Sequence[CallFault] = ()) -> EpisodeSummary:

@@ -51,3 +51,28 @@ def test_rows_table_equals_from_pylist(table: str) -> None:
 def test_rows_table_keeps_the_schema_metadata() -> None:
     schema = SCHEMAS["episodes"].with_metadata({"flowstate": "x"})
     assert rows_table([], schema).schema.metadata == {b"flowstate": b"x"}
+
+
+def test_an_actor_converts_rows_without_importing_pandas_and_pandas_still_works() -> None:
+    """In a fresh interpreter (pandas is imported in this one): the same table, no pandas, and pandas
+    importable afterwards, pyarrow's own ``to_pandas`` included."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+from datetime import UTC, datetime
+import pyarrow as pa
+from pipeline.store.schema import SCHEMAS, convert_rows_without_pandas, rows_table
+convert_rows_without_pandas()
+row = {"episode_id": "e1", "reward": 0.5, "metrics": {"a": 1.0}, "started_at": datetime(2026, 12, 2, tzinfo=UTC)}
+table = rows_table([row], SCHEMAS["episodes"])
+assert table.equals(pa.Table.from_pylist([row], schema=SCHEMAS["episodes"])), "a different table"
+assert "pandas" not in sys.modules, "pandas was imported"
+assert table.select(["reward"]).to_pandas()["reward"].tolist() == [0.5]
+import pandas
+assert pa.array(pandas.Series([1.5, 2.5])).to_pylist() == [1.5, 2.5]
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr
