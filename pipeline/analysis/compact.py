@@ -42,6 +42,9 @@ from pipeline.testhooks import crash_point
 
 TMP_PREFIX = ".compact-"
 DEFAULT_MAX_PART_BYTES = 256 * 2**20
+# Files one merge statement reads at most (see _write_part).
+MERGE_FAN_IN = 256
+MERGE_MEMORY = "512MB"  # DuckDB's buffer memory per merge (see _write_part)
 
 
 class CompactionReport(BaseModel):
@@ -95,24 +98,31 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
                 exclude: frozenset[str] = frozenset()) -> Path:
     """Steps 3 and 4: merged rows (but those of ``exclude``) -> hidden temporary -> visible part.
 
-    The schema file is read first, so every current column is present and in order; columns a later
-    writer added follow. DuckDB writes the file (several threads, zstd).
+    DuckDB writes the file (several threads, zstd). Its memory grows with the number of files one
+    statement reads (about half a MiB per per-episode file) and, unless limited, with the rows it
+    has read, so more than ``MERGE_FAN_IN`` inputs are merged in rounds through hidden temporaries,
+    in order, under ``MERGE_MEMORY``: the end-of-sweep peak barely grows with the sweep's size. A
+    row group larger than the limit is still written (DuckDB goes over it rather than fail).
     """
     token = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
     tmp = partition.directory / f"{TMP_PREFIX}{token}.tmp"
     final = partition.directory / f"{PART_PREFIX}{token}.parquet"
     record = json.dumps({"episodes": sorted(episodes), "replaces": sorted(p.path.name for p in replaces)})
+    rounds: list[Path] = []
     try:
         with duckdb.connect() as con:
             con.execute("SET enable_progress_bar = false")
-            con.execute("SET VARIABLE compact_inputs = $files",
-                        {"files": [str(anchor_file(partition.table))] + [str(p) for p in inputs]})
+            con.execute(f"SET memory_limit = '{MERGE_MEMORY}'")
             con.execute("SET VARIABLE compact_exclude = $ids::VARCHAR[]", {"ids": sorted(exclude)})
-            con.execute(
-                "COPY (SELECT * FROM read_parquet(getvariable('compact_inputs'), union_by_name = true, "
-                "hive_partitioning = false) WHERE NOT list_contains(getvariable('compact_exclude'), episode_id)) "
-                f"TO {_literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192, "
-                f"KV_METADATA {{{_literal(PART_META_KEY)}: {_literal(record)}}})")
+            sources = inputs
+            while len(sources) > MERGE_FAN_IN:
+                merged = []
+                for start in range(0, len(sources), MERGE_FAN_IN):
+                    merged.append(partition.directory / f"{TMP_PREFIX}{token}-{len(rounds)}.tmp")
+                    _copy(con, partition.table, sources[start:start + MERGE_FAN_IN], merged[-1])
+                    rounds.append(merged[-1])
+                sources = merged
+            _copy(con, partition.table, sources, tmp, f", KV_METADATA {{{_literal(PART_META_KEY)}: {_literal(record)}}}")
         _fsync(tmp)
         record_file(tmp, final, episodes)
         os.replace(tmp, final)
@@ -120,7 +130,21 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        for path in rounds:
+            path.unlink(missing_ok=True)
     return final
+
+
+def _copy(con: duckdb.DuckDBPyConnection, table: str, sources: list[Path], target: Path, options: str = "") -> None:
+    """One merge: the rows of ``sources`` in order, but the excluded episodes', to ``target``. The
+    schema file is read first, so every current column is present and in order; columns a later
+    writer added follow."""
+    con.execute("SET VARIABLE compact_inputs = $files", {"files": [str(anchor_file(table))] + [str(p) for p in sources]})
+    con.execute(
+        "COPY (SELECT * FROM read_parquet(getvariable('compact_inputs'), union_by_name = true, "
+        "hive_partitioning = false) WHERE NOT list_contains(getvariable('compact_exclude'), episode_id)) "
+        f"TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192{options})")
 
 
 def compact(sweep_dir: Path | str, *, max_part_bytes: int = DEFAULT_MAX_PART_BYTES) -> CompactionReport:
