@@ -17,7 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,15 +29,19 @@ sys.path.insert(0, str(REPO))
 from machine import machine  # noqa: E402
 
 
-def job_file(folder: Path, *, name: str, base_url: str | None, episodes: int, concurrency: int) -> Path:
-    """All 164 tasks × 2 methods per trial (328 episodes), or a per-domain limit for fewer."""
+def job_file(folder: Path, *, name: str, base_url: str | None, episodes: int, concurrency: int,
+             deployment: dict[str, Any] | None = None, plugins: Sequence[str] = ()) -> Path:
+    """All 164 tasks × 2 methods per trial (328 episodes), or a per-domain limit for fewer. The agent
+    is the oracle: behind ``base_url``, in-process without one, or ``deployment`` (whose kind may
+    come from ``plugins``)."""
     trials = max(1, -(-episodes // 328))
     limit = None if episodes >= 328 else max(1, -(-episodes // 4))
-    deployment = ({"kind": "endpoint", "base_url": base_url, "model": "oracle", "check_schema_enforcement": False,
-                   "client": {"max_in_flight": 1024}}
-                  if base_url else {"kind": "scripted", "name": "oracle"})
+    deployment = deployment or ({"kind": "endpoint", "base_url": base_url, "model": "oracle",
+                                 "check_schema_enforcement": False, "client": {"max_in_flight": 1024}}
+                                if base_url else {"kind": "scripted", "name": "oracle"})
     job = {
         "name": name,
+        **({"plugins": list(plugins)} if plugins else {}),
         "benchmarks": [{"benchmark": "taubench", "domain": d, "reward_basis": "classic", "limit": limit}
                        for d in ("airline", "retail")],
         "methods": [{"name": "flowstate"}, {"name": "full_context"}],

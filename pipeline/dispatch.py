@@ -22,7 +22,6 @@ from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from rich.console import Console
 from rich.live import Live
 
@@ -34,6 +33,7 @@ from pipeline.data import DATA_ENV_VAR
 from pipeline.llm import verify_schema_enforcement
 from pipeline.llm.deployments import Deployment, ScriptedSpec, make_deployment
 from pipeline.manifest import code_version
+from pipeline.placement import on_this_node
 from pipeline.plan import Plan
 from pipeline.roles import aclose_caller
 from pipeline.storage import storage_failure
@@ -251,11 +251,9 @@ class Dispatcher:
         self.faults: dict[str, list[CallFault]] = {}
 
     def _new_actor(self) -> Any:
-        # On the driver's node, so results land where the driver (and its output directory) is;
-        # no CPU reservation: episodes mostly wait on models, and servers need the cores.
-        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
+        # On the driver's node; no CPU reservation: episodes mostly wait on models, and servers need the cores.
         hooks = actor_env()  # test hooks (pipeline.testhooks) reach the actors on any cluster
-        return EpisodeActor.options(max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=here,
+        return EpisodeActor.options(max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=on_this_node(),
                                     runtime_env={"env_vars": hooks} if hooks else None).remote(
             self.job, str(self.sweep_dir), self.deployments, self.version)
 

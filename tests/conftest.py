@@ -37,13 +37,20 @@ def flowstate_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def start_ray(**options: object) -> None:
+    """``ray.init`` as the tests want it: quiet, and the actors import this checkout."""
+    import ray
+
+    ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
+             **options)
+
+
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[None]:
     """A real local Ray instance for the whole test session (starting Ray costs ~5 s)."""
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}})
+        start_ray(num_cpus=4)
     yield
     ray.shutdown()

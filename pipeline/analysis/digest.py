@@ -3,7 +3,9 @@ resumed (a crash, a full disk) with one of the same job that ran straight throug
 
 Read as a user would read them: the visible rows (:mod:`pipeline.store.files`) and the MLflow runs
 through MLflow's API. What depends on when or how fast a run went (timings, the ``live.*`` tallies
-of the last run) is left out; everything else must be equal.
+of the last run) or on which replica served each call (the prefix-cache figures) is left out;
+everything else must be equal. A sweep that lost a replica mid-call also recorded the calls that
+failed there: :func:`without_faults` sets that record aside.
 """
 
 from __future__ import annotations
@@ -19,17 +21,26 @@ from pipeline.analysis.traces import CELL_TAG
 from pipeline.manifest import read_manifest
 from pipeline.store.files import table_files
 
+# tokens.sql's prefix-cache figures: what the replica that served each call had cached. Ties
+# between replicas are broken at random (the cached shares of two runs of one job differ) and a
+# dead replica's conversations move (their reusable prefixes and physical limits too); the
+# results do not.
+CACHE_METRICS = frozenset(f"tokens.{name}" for name in (
+    "cached_share", "cached_share_estimate", "cached_share_of_limit", "uncached_prompt_tokens",
+    "reusable_prefix_tokens", "physical_limit_tokens"))
 
-def timed(metric: str) -> bool:
-    """A metric that measures time, or the last run alone (``live.*``), not the results."""
-    return metric.startswith("live.") or metric.endswith("_s") or any(
+
+def incidental(metric: str) -> bool:
+    """A metric of how a run went, not of its results: one that measures time, the last run alone
+    (``live.*``), or a prefix-cache figure."""
+    return metric in CACHE_METRICS or metric.startswith("live.") or metric.endswith("_s") or any(
         word in metric for word in ("seconds", "latency", "duration"))
 
 
 class SweepDigest(BaseModel):
     episodes: dict[str, tuple[str, float | None]]  # episode id -> (status, reward)
     rows: dict[str, dict[str, int]]  # table -> episode id -> visible rows
-    metrics: dict[str, dict[str, float]]  # cell id -> its MLflow run's metrics, the timed ones left out
+    metrics: dict[str, dict[str, float]]  # cell id -> its MLflow run's metrics, the incidental ones left out
     parents: int  # MLflow parent runs of the sweep
     children: dict[str, int]  # cell id -> MLflow runs of that cell under the parent
     statuses: list[str]  # the MLflow runs' statuses, parent first, then children by cell
@@ -70,8 +81,18 @@ def sweep_digest(sweep_dir: Path, tracking_uri: str | None = None) -> SweepDiges
     return SweepDigest(
         episodes=episodes, rows=rows, parents=len(parents), children=by_cell,
         metrics={c.data.tags.get(CELL_TAG, "?"): {k: v for k, v in c.data.metrics.items()
-                                                   if not timed(k)} for c in children},
+                                                   if not incidental(k)} for c in children},
         statuses=[r.info.status for r in parents + children])
+
+
+def without_faults(digest: SweepDigest) -> SweepDigest:
+    """``digest`` less the record of failed model calls (the faults table, the ``faults.*`` metrics):
+    what a sweep must still equal when a replica died under some of its calls and they were retried
+    on another."""
+    return digest.model_copy(update={
+        "rows": {table: rows for table, rows in digest.rows.items() if table != "faults"},
+        "metrics": {cell: {k: v for k, v in metrics.items() if not k.startswith("faults.")}
+                    for cell, metrics in digest.metrics.items()}})
 
 
 def compare(reference: SweepDigest, other: SweepDigest) -> Comparison:

@@ -46,7 +46,9 @@ class ReplicaSimSpec(ReplicatedSpec):
     # Where each replica writes its engine's figures (``GET /sim/stats``) as JSON when it stops.
     stats_dir: Path | None = None
     check_schema_enforcement: bool = False  # a stand-in enforces no schema
-    # Ray CPUs reserved per replica: none, as the stand-in stands for a GPU elsewhere.
+    # Ray CPUs reserved per replica: none, as the stand-in stands for a GPU elsewhere. Ray places an
+    # actor that asks for nothing on a random node, SPREAD or not: to spread replicas over a
+    # cluster's nodes, ask for a little (0.01).
     num_cpus: float = Field(default=0.0, ge=0)
 
     def identity(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from pipeline.llm.errors import DeploymentStartError
 from pipeline.llm.router import Router, RouterEndpoints
 from pipeline.llm.settings import SamplingParams
 from pipeline.llm.token_ids import endpoint_tokens
+from pipeline.placement import on_this_node
 
 
 class Deployment(abc.ABC):
@@ -130,8 +131,11 @@ class ReplicatedDeployment(Deployment):
         options = replica_options(self.spec)
         self.replicas = [ServerReplica.options(**options).remote(self.spec) for _ in range(self.spec.replicas)]
         starts = [replica.start.remote() for replica in self.replicas]
-        self.router = Router.remote(server_kind(self.spec).liveness_path, *starts,
-                                    rebalance_margin=self.spec.rebalance_margin, routing=self.spec.routing)
+        # Beside the driver: a router on another node would die with that node, and every
+        # conversation of the deployment with it.
+        self.router = Router.options(scheduling_strategy=on_this_node()).remote(
+            server_kind(self.spec).liveness_path, *starts, rebalance_margin=self.spec.rebalance_margin,
+            routing=self.spec.routing)
         try:
             # The replica's own start waits startup_timeout_s for its server; a longer wait means
             # Ray could not place it (a cluster without the resources it asks for).
