@@ -48,9 +48,10 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
-def _cpu_s(pid: int) -> float | None:
+def _cpu_s(pid: int) -> tuple[float, float] | None:
+    """User and system CPU seconds of ``pid``."""
     fields = _stat(pid)
-    return None if fields is None else (int(fields[11]) + int(fields[12])) / TICK
+    return None if fields is None else (int(fields[11]) / TICK, int(fields[12]) / TICK)
 
 
 def _descends_from(pid: int, ancestor: int) -> bool:
@@ -71,7 +72,7 @@ class ActorCpu:
     last CPU reading."""
 
     def __init__(self) -> None:
-        self.seen: dict[int, float] = {}
+        self.seen: dict[int, tuple[float, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -108,10 +109,12 @@ def on_ray(job: Path, out_root: Path) -> None:
         calls, wall = _calls_and_window(result.sweep_dir)
     driver_after = resource.getrusage(resource.RUSAGE_SELF)
     driver = (driver_after.ru_utime + driver_after.ru_stime) - (driver_before.ru_utime + driver_before.ru_stime)
-    actor_s = sum(actors.seen.values())
+    user, system = (sum(times) for times in zip(*actors.seen.values(), strict=True))
+    actor_s = user + system
     print(f"on Ray: {result.completed} episodes, {calls} agent calls in {wall:.1f} s; episode actors "
           f"{actor_s:.1f} CPU s = {1000 * actor_s / calls:.2f} ms per call ({len(actors.seen)} processes, their "
-          f"start-up included); driver {driver:.1f} CPU s = {1000 * driver / calls:.2f} ms per call")
+          f"start-up included; user {user:.1f} s, system {system:.1f} s); driver {driver:.1f} CPU s = "
+          f"{1000 * driver / calls:.2f} ms per call")
 
 
 def in_process(job: Path, episodes: int, top: int, out_root: Path) -> None:
