@@ -38,12 +38,13 @@ from pipeline.plan import Plan
 from pipeline.roles import aclose_caller
 from pipeline.storage import storage_failure
 from pipeline.store.rows import failure_rows
-from pipeline.store.writer import write_episode
+from pipeline.store.writer import remove_orphan_temporaries, write_episode
 from pipeline.sweep import EpisodeSpec, Sweep
 from pipeline.tally import EpisodeTally
 from pipeline.testhooks import actor_env, crash_point
 
 POLL_S = 0.5
+ACTORS_GONE_S = 10.0  # how long a stopped sweep waits for its killed actors to be gone
 # Set by ``request_stop``; the dispatch loop checks it, so a stop request is never lost even when
 # the KeyboardInterrupt it raises lands inside library code that swallows it.
 STOP_REQUESTED = threading.Event()
@@ -280,8 +281,16 @@ class Dispatcher:
                 ray.cancel(ref, force=False)
             raise
         finally:
-            for actor in self.actors:
-                ray.kill(actor, no_restart=True)
+            self._stop_actors()
+
+    def _stop_actors(self) -> None:
+        """Kill the actors; if any was mid-episode (the sweep stopped early), wait until it is gone
+        (``ray.kill`` is asynchronous) and remove the temporaries its cut-short writes left."""
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        if self.in_flight:
+            ray.wait(list(self.in_flight), num_returns=len(self.in_flight), timeout=ACTORS_GONE_S)
+            remove_orphan_temporaries(self.sweep_dir)
 
     def _submit(self, spec: EpisodeSpec, attempt: int) -> None:
         index = min(self.slots, key=self.slots.__getitem__)

@@ -28,6 +28,7 @@ from pipeline.plan import Plan, earlier_sweeps, locate_sweep, plan_sweep, plan_t
 from pipeline.storage import storage_errors
 from pipeline.store.inventory import QUARANTINE
 from pipeline.store.verify import finish_pending_repair, repair, verify_sweep
+from pipeline.store.writer import remove_orphan_temporaries
 
 
 class SweepResult(BaseModel):
@@ -96,6 +97,7 @@ def _quarantine_bad_files(sweep_dir: Path, console: Console) -> None:
     of the way and their episodes to run again. Files are checked by size, footer and record, not
     hashed (``flowstate verify`` hashes every byte)."""
     finish_pending_repair(sweep_dir)
+    remove_orphan_temporaries(sweep_dir)  # writes an earlier run's killed processes cut short
     verification = verify_sweep(sweep_dir, thorough=False)
     if verification.problems:
         moved = repair(sweep_dir, verification)

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.atomic import write_atomic, write_bytes_atomic
-from pipeline.store.inventory import FileRecord, forget_file, record_file, record_path, write_record
+from pipeline.store.inventory import INVENTORY, FileRecord, forget_file, record_file, record_path, write_record
 from pipeline.store.schema import SCHEMAS, rows_table
 from pipeline.testhooks import crash_point
 
@@ -122,3 +122,15 @@ def store_episode(encoded: EncodedEpisode) -> None:
 def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[str, Sequence[dict[str, Any]]]) -> None:
     """Write one episode's rows of every table (a table may have no rows, e.g. a failed episode)."""
     store_episode(encode_episode(sweep_dir, cell_id, episode_id, rows))
+
+
+def remove_orphan_temporaries(sweep_dir: Path) -> int:
+    """Delete the hidden temporaries that writes cut short by a kill left in the store's folders
+    (a killed process cannot clean up after itself); only safe while no writer runs, i.e. under the
+    sweep's claim with no actors. Returns how many were removed."""
+    removed = 0
+    for folder in (*WRITE_ORDER, INVENTORY):
+        for temporary in table_dir(sweep_dir, folder).rglob(".*.tmp"):
+            temporary.unlink(missing_ok=True)
+            removed += 1
+    return removed

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,13 @@ from pipeline import atomic
 from pipeline.store import writer
 from pipeline.store.inventory import FileRecord, read_record, record_path
 from pipeline.store.reader import Finished, finished_episodes
-from pipeline.store.writer import WRITE_ORDER, episode_file, write_episode, write_parquet_atomic
+from pipeline.store.writer import (
+    WRITE_ORDER,
+    episode_file,
+    remove_orphan_temporaries,
+    write_episode,
+    write_parquet_atomic,
+)
 from tests.pipeline.analysis.builder import SweepBuilder, table_of
 
 
@@ -88,6 +96,36 @@ def test_an_episode_file_whose_write_fails_keeps_the_old_file_and_its_record(
     assert [p.name for p in path.parent.iterdir()] == [path.name]
     assert read_record(path) == FileRecord(rows=len(rows["steps"]), bytes=len(before),
                                            sha256=hashlib.sha256(before).hexdigest(), episodes=[ids["episode_id"]])
+
+
+KILLED_MID_WRITE = """
+import os, sys
+from pathlib import Path
+from pipeline import atomic
+
+def dies(descriptor, data):
+    os.write(descriptor, bytes(data)[:10])
+    os._exit(9)  # killed half-way through the bytes: no handler runs
+
+atomic._write_all = dies
+atomic.write_bytes_atomic(Path(sys.argv[1]), b"PAR1" * 1000)
+"""
+
+
+def test_the_temporary_of_a_write_killed_half_way_is_removed_and_whole_files_stay(tmp_path: Path) -> None:
+    ids, rows = rows_for(SweepBuilder(tmp_path), ("steps",))
+    write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
+    whole = episode_file(tmp_path, "steps", ids["cell_id"], ids["episode_id"])
+    claim_temporary = tmp_path / ".claim.json.token.tmp"  # another writer's, outside the store's folders
+    claim_temporary.write_text("{}")
+    cut_short = episode_file(tmp_path, "steps", ids["cell_id"], "another-episode")
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(cut_short)], cwd=Path(__file__).parents[3])
+    assert killed.returncode == 9
+    [left] = cut_short.parent.glob(".*.tmp")
+    assert left.stat().st_size == 10
+    assert remove_orphan_temporaries(tmp_path) == 1
+    assert not list((tmp_path / "steps").rglob("*.tmp")) and claim_temporary.exists()
+    assert whole.exists() and read_record(whole) is not None
 
 
 def test_unknown_tables_are_refused(tmp_path: Path) -> None:
