@@ -102,7 +102,9 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
     statement reads (about half a MiB per per-episode file) and, unless limited, with the rows it
     has read, so more than ``MERGE_FAN_IN`` inputs are merged in rounds through hidden temporaries,
     in order, under ``MERGE_MEMORY``: the end-of-sweep peak barely grows with the sweep's size. A
-    row group larger than the limit is still written (DuckDB goes over it rather than fail).
+    round's temporaries go once the next round has merged them (the disk holds at most two rounds'
+    copies besides the inputs). A row group larger than the limit is still written (DuckDB goes over
+    it rather than fail).
     """
     token = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
     tmp = partition.directory / f"{TMP_PREFIX}{token}.tmp"
@@ -121,6 +123,9 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
                     merged.append(partition.directory / f"{TMP_PREFIX}{token}-{len(rounds)}.tmp")
                     _copy(con, partition.table, sources[start:start + MERGE_FAN_IN], merged[-1])
                     rounds.append(merged[-1])
+                if sources is not inputs:  # an earlier round's temporaries: merged, so their space is freed now
+                    for path in sources:
+                        path.unlink()
                 sources = merged
             _copy(con, partition.table, sources, tmp, f", KV_METADATA {{{_literal(PART_META_KEY)}: {_literal(record)}}}")
         _fsync(tmp)

@@ -83,8 +83,18 @@ def test_many_files_are_merged_in_rounds_in_order_with_the_same_answers(runs: Pa
     build_depth_sweep(single)
     compact(single / "sweep-a")
     monkeypatch.setattr(compact_module, "MERGE_FAN_IN", 2)
+    real_copy, stale = compact_module._copy, []
+
+    def copy(con, table, sources, target, options=""):  # noqa: ANN001, ANN202
+        # The last merge reads the last round's temporaries, and finds no earlier round's left.
+        if target.name.count("-") == 2 and sources[0].name.startswith(TMP_PREFIX):  # .compact-<time>-<hex>.tmp
+            stale.extend(set(target.parent.glob(f"{TMP_PREFIX}*.tmp")) - set(sources))
+        real_copy(con, table, sources, target, options)
+
+    monkeypatch.setattr(compact_module, "_copy", copy)
     before = answers(runs)
     report = compact(runs / "sweep-a")
+    assert stale == []
     assert report.files_merged > 2 * report.parts_written  # some partition needed rounds
     assert answers(runs) == before
     assert files(runs / "sweep-a") != [] and not any(Path(f).name.startswith(TMP_PREFIX) for f in files(runs / "sweep-a"))
