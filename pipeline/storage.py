@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from ray.exceptions import RayTaskError
 
@@ -45,6 +47,22 @@ class StorageError(Exception):
         self.cause = cause
         super().__init__(f"{describe(cause)}. The sweep stopped dispatching: finished episodes are kept and none was "
                          f"recorded as failed. {remedy(cause).capitalize()}, then run the same command again to resume.")
+
+
+_DUCKDB_ERRNO = re.compile(r'"errno":\s*"(\d+)"')
+_DUCKDB_FILE = re.compile(r'file \\?"(.+?)\\?"')
+
+
+def duckdb_os_error(exc: Exception, path: Path) -> OSError | None:
+    """The ``OSError`` behind a DuckDB I/O error (DuckDB reports the errno and file in its message,
+    not as an ``OSError``), naming the file it gives or else ``path``; ``None`` without an errno."""
+    message = str(exc)
+    code = _DUCKDB_ERRNO.search(message)
+    if code is None:
+        return None
+    named = _DUCKDB_FILE.search(message)
+    number = int(code.group(1))
+    return OSError(number, os.strerror(number), named.group(1) if named else str(path))
 
 
 def storage_failure(exc: BaseException) -> OSError | None:

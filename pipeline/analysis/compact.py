@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -35,6 +36,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from pipeline.claim import claim_sweep
+from pipeline.storage import duckdb_os_error
 from pipeline.store.files import PART_META_KEY, PART_PREFIX, Part, Partition, pending_small, scan_sweep
 from pipeline.store.inventory import episodes_of, forget_file, looks_whole, record_file, records_folder
 from pipeline.store.tables import anchor_file
@@ -76,7 +78,10 @@ def _recover(partition: Partition) -> int:
     leftovers += [f for e, f in partition.small.items() if e in partition.covered]
     leftovers += [partition.directory / n for n in os.listdir(partition.directory) if n.startswith(TMP_PREFIX)]
     for path in leftovers:
-        forget_file(path)
+        if path.is_dir():  # a merge's spill folder
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            forget_file(path)
     return len(leftovers) + _forget_unborn_parts(partition)
 
 
@@ -108,6 +113,7 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
     """
     token = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
     tmp = partition.directory / f"{TMP_PREFIX}{token}.tmp"
+    spill = partition.directory / f"{TMP_PREFIX}{token}.spill"  # what does not fit in MERGE_MEMORY
     final = partition.directory / f"{PART_PREFIX}{token}.parquet"
     record = json.dumps({"episodes": sorted(episodes), "replaces": sorted(p.path.name for p in replaces)})
     rounds: list[Path] = []
@@ -115,6 +121,7 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
         with duckdb.connect() as con:
             con.execute("SET enable_progress_bar = false")
             con.execute(f"SET memory_limit = '{MERGE_MEMORY}'")
+            con.execute(f"SET temp_directory = {_literal(str(spill))}")  # DuckDB's default: ./.tmp, wherever that is
             con.execute("SET VARIABLE compact_exclude = $ids::VARCHAR[]", {"ids": sorted(exclude)})
             sources = inputs
             while len(sources) > MERGE_FAN_IN:
@@ -138,6 +145,7 @@ def _write_part(partition: Partition, inputs: list[Path], episodes: set[str], re
     finally:
         for path in rounds:
             path.unlink(missing_ok=True)
+        shutil.rmtree(spill, ignore_errors=True)
     return final
 
 
@@ -146,10 +154,16 @@ def _copy(con: duckdb.DuckDBPyConnection, table: str, sources: list[Path], targe
     schema file is read first, so every current column is present and in order; columns a later
     writer added follow."""
     con.execute("SET VARIABLE compact_inputs = $files", {"files": [str(anchor_file(table))] + [str(p) for p in sources]})
-    con.execute(
-        "COPY (SELECT * FROM read_parquet(getvariable('compact_inputs'), union_by_name = true, "
-        "hive_partitioning = false) WHERE NOT list_contains(getvariable('compact_exclude'), episode_id)) "
-        f"TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192{options})")
+    try:
+        con.execute(
+            "COPY (SELECT * FROM read_parquet(getvariable('compact_inputs'), union_by_name = true, "
+            "hive_partitioning = false) WHERE NOT list_contains(getvariable('compact_exclude'), episode_id)) "
+            f"TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192{options})")
+    except duckdb.IOException as exc:  # a full disk is reported as one (pipeline.storage), with its file
+        failure = duckdb_os_error(exc, target)
+        if failure is None:
+            raise
+        raise failure from exc
 
 
 def compact(sweep_dir: Path | str, *, max_part_bytes: int = DEFAULT_MAX_PART_BYTES) -> CompactionReport:

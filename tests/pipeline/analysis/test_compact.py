@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 from pathlib import Path
@@ -13,6 +14,7 @@ from pipeline.analysis import compact as compact_module
 from pipeline.analysis.compact import TMP_PREFIX, compact
 from pipeline.analysis.query import connect, list_queries, query_table
 from pipeline.claim import SweepBusyError
+from pipeline.storage import storage_failure
 from pipeline.store.files import PART_PREFIX
 from pipeline.store.inventory import INVENTORY
 from pipeline.store.tables import ANALYSIS_TABLES
@@ -101,6 +103,42 @@ def test_many_files_are_merged_in_rounds_in_order_with_the_same_answers(runs: Pa
     for part in (runs / "sweep-a").rglob(f"{PART_PREFIX}*.parquet"):
         twin = next((single / "sweep-a" / part.parent.relative_to(runs / "sweep-a")).glob(f"{PART_PREFIX}*.parquet"))
         assert pq.read_table(part).equals(pq.read_table(twin))
+
+
+def test_a_merge_the_disk_refuses_is_a_storage_failure_naming_its_file(runs: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB reports a full disk as its own I/O error: compaction raises it as the ``OSError`` it
+    is (errno and file), which the sweep's end reports with what to do; nothing changed."""
+    before, layout = answers(runs), files(runs / "sweep-a")
+    real_copy = compact_module._copy
+    monkeypatch.setattr(compact_module, "_copy", lambda con, table, sources, target, options="": real_copy(
+        con, table, sources, Path("/dev/full"), options))  # every write to it fails with ENOSPC
+    with pytest.raises(OSError) as raised:
+        compact(runs / "sweep-a")
+    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, "/dev/full")
+    assert storage_failure(raised.value) is raised.value
+    assert answers(runs) == before and files(runs / "sweep-a") == layout
+
+
+def test_a_merge_spills_beside_its_part_and_a_crashed_merges_spill_is_removed(runs: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    partition = next((runs / "sweep-a" / "steps").iterdir())
+    crashed = partition / f"{TMP_PREFIX}00000000000000000001-deadbeef.spill"
+    crashed.mkdir()
+    (crashed / "duckdb_temp_storage.tmp").write_bytes(b"spilled")
+    settings: list[str] = []
+    real_copy = compact_module._copy
+
+    def copy(con, table, sources, target, options=""):  # noqa: ANN001, ANN202
+        settings.append(con.execute("SELECT current_setting('temp_directory')").fetchone()[0])
+        real_copy(con, table, sources, target, options)
+
+    monkeypatch.setattr(compact_module, "_copy", copy)
+    compact(runs / "sweep-a")
+    assert not crashed.exists()
+    assert settings and all(Path(s).name.startswith(TMP_PREFIX) and Path(s).name.endswith(".spill") and
+                            Path(s).parent.parent.parent == runs / "sweep-a" for s in settings)
+    assert not any(p.name.endswith(".spill") for p in (runs / "sweep-a").rglob("*"))
 
 
 def test_compaction_is_idempotent(runs: Path) -> None:
