@@ -15,16 +15,20 @@ from typing import Any
 
 from pipeline.testhooks import check_write
 
+TEMPORARY_SUFFIX = ".tmp"
+# Every temporary of this module (``.<name>.<random>.tmp``): what a killed writer leaves behind.
+TEMPORARY_GLOB = f".*{TEMPORARY_SUFFIX}"
+
 
 @contextmanager
 def _staged(path: Path, before_rename: Callable[[Path], None] | None) -> Iterator[tuple[int, Path]]:
     """A fresh hidden temporary beside ``path`` (its open descriptor and its name), renamed to
     ``path`` when the block ends well and removed when it does not; the caller closes the descriptor."""
     try:
-        descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
     except FileNotFoundError:  # the folder's first file (creating it up front costs a call per write)
         path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
     temporary = Path(name)
     try:
         yield descriptor, temporary

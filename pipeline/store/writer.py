@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.atomic import write_atomic, write_bytes_atomic
+from pipeline.atomic import TEMPORARY_GLOB, write_atomic, write_bytes_atomic
 from pipeline.store.inventory import INVENTORY, FileRecord, forget_file, record_file, record_path, write_record
 from pipeline.store.schema import SCHEMAS, rows_table
 from pipeline.testhooks import crash_point
@@ -130,7 +130,7 @@ def remove_orphan_temporaries(sweep_dir: Path) -> int:
     sweep's claim with no actors. Returns how many were removed."""
     removed = 0
     for folder in (*WRITE_ORDER, INVENTORY):
-        for temporary in table_dir(sweep_dir, folder).rglob(".*.tmp"):
+        for temporary in table_dir(sweep_dir, folder).rglob(TEMPORARY_GLOB):
             temporary.unlink(missing_ok=True)
             removed += 1
     return removed
