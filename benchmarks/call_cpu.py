@@ -4,7 +4,10 @@ Usage: ``python benchmarks/call_cpu.py [--episodes 64] [--concurrency 16] [--pro
 A stand-in OpenAI-compatible server in its own process answers every call with the oracle's output
 for that episode after 50 ms (so episodes have the oracle's real shape). Part 1 runs a sweep on Ray
 and reads the CPU time (user + system, from /proc) of the episode actors' processes and of the
-driver, per agent model call. Part 2 runs episodes in this process (the same episode code an actor
+driver, per agent model call: over the whole sweep (the actors' start-up included), and while it
+runs at full speed (the actors' CPU over time against the calls of the episodes that finished
+meanwhile, the first and last tenth of its episodes left out: a per-process start-up is paid once,
+not per call). Part 2 runs episodes in this process (the same episode code an actor
 runs, without Ray) under cProfile on the CPU clock and prints the functions with the most own CPU
 time: where a call's CPU goes (one-time costs of a process, such as TLS contexts, included; the
 profiler's own overhead inflates the per-call figure of this part).
@@ -38,6 +41,7 @@ from pipeline_throughput import _calls_and_window, _wait_for, job_file  # noqa: 
 
 REPO = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
+STEADY = 0.8  # the share of a sweep's episodes whose calls measure the CPU per call at full speed
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -69,10 +73,11 @@ def _descends_from(pid: int, ancestor: int) -> bool:
 
 class ActorCpu:
     """Polls /proc for this process's descendants named ``ray::EpisodeActor`` and keeps each one's
-    last CPU reading."""
+    last CPU reading, and the sum over them at every poll (wall time, CPU seconds)."""
 
     def __init__(self) -> None:
         self.seen: dict[int, tuple[float, float]] = {}
+        self.series: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -89,7 +94,14 @@ class ActorCpu:
                     cpu = _cpu_s(int(entry.name))
                     if cpu is not None:
                         self.seen[int(entry.name)] = cpu
-            time.sleep(0.2)
+            self.series.append((time.time(), sum(user + system for user, system in self.seen.values())))
+            time.sleep(0.1)
+
+    def at(self, moment: float) -> float:
+        """The actors' CPU seconds at ``moment`` (linear between the two polls around it)."""
+        after = next(i for i, (t, _) in enumerate(self.series) if t >= moment)
+        (t0, c0), (t1, c1) = self.series[max(after - 1, 0)], self.series[after]
+        return c1 if t1 == t0 else c0 + (c1 - c0) * (moment - t0) / (t1 - t0)
 
     def __enter__(self) -> ActorCpu:
         self._thread.start()
@@ -100,6 +112,25 @@ class ActorCpu:
         self._thread.join()
 
 
+def finished_calls(sweep_dir: Path) -> list[tuple[float, int]]:
+    """(when it finished, its agent calls) of every finished episode, in order."""
+    import duckdb
+
+    episodes = str(sweep_dir / "episodes" / "**" / "*.parquet")
+    return duckdb.sql(f"SELECT epoch(finished_at), n_steps FROM read_parquet('{episodes}', hive_partitioning = false) "
+                      "ORDER BY finished_at").fetchall()
+
+
+def steady_ms_per_call(actors: ActorCpu, finished: list[tuple[float, int]]) -> tuple[float, int]:
+    """The actors' CPU per call while the sweep runs at full speed: between the moments the first
+    and the last STEADY share of its episodes finished, the CPU spent over the calls of the episodes
+    that finished in between (start-up before, the drain after, both left out). Returns (ms, calls)."""
+    low, high = round(len(finished) * (1 - STEADY) / 2), round(len(finished) * (1 + STEADY) / 2) - 1
+    start, end = finished[low][0], finished[high][0]
+    calls = sum(steps for _, steps in finished[low + 1: high + 1])
+    return 1000 * (actors.at(end) - actors.at(start)) / calls, calls
+
+
 def on_ray(job: Path, out_root: Path) -> None:
     from pipeline.launch import run_sweep
 
@@ -107,6 +138,7 @@ def on_ray(job: Path, out_root: Path) -> None:
     with ActorCpu() as actors, tempfile.TemporaryDirectory(dir=out_root) as out:
         result = run_sweep(job, out=Path(out))
         calls, wall = _calls_and_window(result.sweep_dir)
+        steady, steady_calls = steady_ms_per_call(actors, finished_calls(result.sweep_dir))
     driver_after = resource.getrusage(resource.RUSAGE_SELF)
     driver = (driver_after.ru_utime + driver_after.ru_stime) - (driver_before.ru_utime + driver_before.ru_stime)
     user, system = (sum(times) for times in zip(*actors.seen.values(), strict=True))
@@ -115,6 +147,8 @@ def on_ray(job: Path, out_root: Path) -> None:
           f"{actor_s:.1f} CPU s = {1000 * actor_s / calls:.2f} ms per call ({len(actors.seen)} processes, their "
           f"start-up included; user {user:.1f} s, system {system:.1f} s); driver {driver:.1f} CPU s = "
           f"{1000 * driver / calls:.2f} ms per call")
+    print(f"  while running at full speed (the middle {STEADY:.0%} of episodes, {steady_calls} calls, start-up "
+          f"and drain left out): episode actors {steady:.2f} ms CPU per call")
 
 
 def in_process(job: Path, episodes: int, top: int, out_root: Path) -> None:
