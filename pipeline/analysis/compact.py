@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from pipeline.claim import claim_sweep
 from pipeline.storage import duckdb_os_error
 from pipeline.store.files import PART_META_KEY, PART_PREFIX, Part, Partition, pending_small, scan_sweep
-from pipeline.store.inventory import episodes_of, forget_file, looks_whole, record_file, records_folder
+from pipeline.store.inventory import EPISODES_TABLE, episodes_of, forget_file, looks_whole, record_file, records_folder
 from pipeline.store.tables import anchor_file
 from pipeline.testhooks import crash_point
 
@@ -204,9 +204,10 @@ def _compact(sweep_dir: Path, max_part_bytes: int) -> CompactionReport:
     report.leftovers_removed = sum(_recover(p) for parts in by_table.values() for p in parts)
     if report.leftovers_removed:
         by_table, done = scan_sweep(sweep_dir)
-    # ``done`` is the episodes finished now; episodes finishing from here on wait for the next run
-    for parts in by_table.values():
-        for partition in parts:
+    # ``done`` is the episodes finished now; episodes finishing from here on wait for the next run.
+    # The episodes table last: its per-episode files' records carry the other tables' (inventory).
+    for table in sorted(by_table, key=lambda name: name == EPISODES_TABLE):
+        for partition in by_table[table]:
             # a broken file is left where it is, for verify and the resume to deal with
             small = {e: f for e, f in pending_small(partition, done).items() if looks_whole(f)}
             mergeable = [p for p in partition.active_parts if p.path.stat().st_size < max_part_bytes and looks_whole(p.path)]

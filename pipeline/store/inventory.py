@@ -3,7 +3,11 @@
 Each data file ``<table>/cell=<id>/<name>.parquet`` has a record ``inventory/<table>/cell=<id>/<name>.json``,
 written (atomically) after the file's bytes are complete and before the file is renamed into
 place, so a visible file always has its record; the record goes when the file goes (compaction,
-a retried episode). With the records, :func:`verify` tells a file that changed after it was
+a retried episode). An episode's own files, written together by its actor, share one record: that
+of its episodes file, which carries the others' (``files``) and is written just before the
+episodes file appears, the moment that makes the others visible (:mod:`pipeline.store.files`). One
+record file per episode instead of one per table: creating a file is what a write costs most on a
+busy or networked disk. With the records, :func:`verify` tells a file that changed after it was
 written (a truncated copy, a disk fault) or one that is missing from a file nobody wrote (a stray or
 foreign one), and names the episodes each held.
 """
@@ -22,6 +26,7 @@ from pipeline.atomic import write_text_atomic
 from pipeline.data import sha256_file
 
 INVENTORY = "inventory"
+EPISODES_TABLE = "episodes"  # its per-episode files' records carry their episode's other files'
 QUARANTINE = "quarantine"
 PARQUET_MAGIC = b"PAR1"
 
@@ -33,6 +38,8 @@ class FileRecord(BaseModel):
     bytes: int
     sha256: str
     episodes: list[str]
+    # On an episodes file's record: the records of its episode's files in the other tables, by table.
+    files: dict[str, FileRecord] | None = None
 
 
 def records_folder(partition: Path) -> Path:
@@ -45,15 +52,25 @@ def record_path(data_file: Path) -> Path:
     return records_folder(data_file.parent) / f"{data_file.stem}.json"
 
 
+def carrier_path(data_file: Path) -> Path:
+    """The record that carries per-episode file ``data_file``'s when it has none of its own: its
+    episode's episodes file's, ``<sweep>/inventory/episodes/cell=<id>/<episode>.json``."""
+    partition = data_file.parent
+    return partition.parent.parent / INVENTORY / EPISODES_TABLE / partition.name / f"{data_file.stem}.json"
+
+
 def record_file(written: Path, final: Path, episodes: Iterable[str]) -> None:
-    """Account for ``written`` (a complete temporary) under the name it is about to get, ``final``."""
+    """Account for ``written`` (a complete temporary) under the name it is about to get, ``final``.
+    An episodes file rewritten in place (regrade) goes on carrying its episode's other files."""
+    previous = _read(record_path(final))
     write_record(final, FileRecord(rows=pq.read_metadata(written).num_rows, bytes=written.stat().st_size,
-                                   sha256=sha256_file(written), episodes=sorted(episodes)))
+                                   sha256=sha256_file(written), episodes=sorted(episodes),
+                                   files=previous.files if previous is not None else None))
 
 
 def write_record(data_file: Path, record: FileRecord) -> None:
     """Store ``record`` as the inventory record of ``data_file``."""
-    write_text_atomic(record_path(data_file), record.model_dump_json())
+    write_text_atomic(record_path(data_file), record.model_dump_json(exclude_none=True))
 
 
 def forget_file(data_file: Path) -> None:
@@ -62,11 +79,35 @@ def forget_file(data_file: Path) -> None:
     record_path(data_file).unlink(missing_ok=True)
 
 
-def read_record(data_file: Path) -> FileRecord | None:
+def _read(record: Path) -> FileRecord | None:
     try:
-        return FileRecord.model_validate_json(record_path(data_file).read_bytes())
+        return FileRecord.model_validate_json(record.read_bytes())
     except (OSError, ValidationError, ValueError):
         return None
+
+
+class RecordReader:
+    """Reads files' records, each carrying record once (verify reads every file's)."""
+
+    def __init__(self) -> None:
+        self._carriers: dict[Path, FileRecord | None] = {}
+
+    def __call__(self, data_file: Path) -> FileRecord | None:
+        """``data_file``'s own record, else the one its episode's record carries (None: neither)."""
+        own = record_path(data_file)
+        record = _read(own)
+        carrier = carrier_path(data_file)
+        if record is not None or carrier == own:
+            return record
+        if carrier not in self._carriers:
+            self._carriers[carrier] = _read(carrier)
+        found = self._carriers[carrier]
+        return found.files.get(data_file.parent.parent.name) if found is not None and found.files else None
+
+
+def read_record(data_file: Path) -> FileRecord | None:
+    """``data_file``'s record (see :class:`RecordReader`)."""
+    return RecordReader()(data_file)
 
 
 @dataclass(frozen=True)

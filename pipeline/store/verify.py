@@ -19,16 +19,17 @@ import pyarrow.parquet as pq
 from pipeline.atomic import write_text_atomic
 from pipeline.store.files import PARQUET, PART_PREFIX, Partition, scan_sweep
 from pipeline.store.inventory import (
+    EPISODES_TABLE,
     INVENTORY,
     QUARANTINE,
     FileRecord,
     Problem,
+    RecordReader,
     Verification,
     check_file,
     episodes_of,
     forget_file,
     quarantine,
-    read_record,
     records_folder,
 )
 
@@ -41,6 +42,7 @@ def verify_sweep(sweep_dir: Path, *, thorough: bool = True) -> Verification:
     started = time.monotonic()
     by_table, done = scan_sweep(sweep_dir)
     result = Verification()
+    read_record = RecordReader()
     for table, partitions in by_table.items():
         for partition in partitions:
             for path in partition.visible_files(done):
@@ -60,6 +62,7 @@ def verify_sweep(sweep_dir: Path, *, thorough: bool = True) -> Verification:
                 result.problems += [Problem(table, folder.name, sweep_dir / table / folder.name / f"{r.stem}{PARQUET}",
                                             tuple(_record_episodes(r)), "missing (its folder too)")
                                     for r in sorted(folder.glob("*.json"))]
+    result.problems += _missing_carried(sweep_dir, by_table, read_record)
     result.duration_s = time.monotonic() - started
     return result
 
@@ -80,6 +83,24 @@ def _missing(table: str, partition: Partition, done: frozenset[str]) -> list[Pro
             lost = (record.stem,) if record.stem in done and record.stem not in partition.covered else ()
         if lost:
             problems.append(Problem(table, partition.directory.name, data, lost, "missing"))
+    return problems
+
+
+def _missing_carried(sweep_dir: Path, by_table: dict[str, list[Partition]], read_record: RecordReader) -> list[Problem]:
+    """Files that a finished episode's record carries and that are gone while no part holds them.
+    (Only an episodes file not yet compacted has such a record: compaction merges it last.)"""
+    partitions = {(table, p.directory.name): p for table, parts in by_table.items() for p in parts}
+    problems = []
+    for episodes in by_table.get(EPISODES_TABLE, ()):
+        cell = episodes.directory.name
+        for episode in sorted(episodes.small):
+            record = read_record(episodes.small[episode])
+            for table in sorted(record.files or ()) if record is not None else ():
+                partition = partitions.get((table, cell))
+                if partition is not None and (episode in partition.small or episode in partition.covered):
+                    continue
+                problems.append(Problem(table, cell, sweep_dir / table / cell / f"{episode}{PARQUET}", (episode,),
+                                        "missing" if partition is not None else "missing (its folder too)"))
     return problems
 
 

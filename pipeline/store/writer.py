@@ -2,14 +2,16 @@
 
 Layout: ``<sweep_dir>/<table>/cell=<cell_id>/<episode_id>.parquet`` (hive-style). Each file is
 written under a hidden temporary name in the same folder, then renamed into place; readers glob
-``*.parquet`` and never see the temporary; each file's inventory record
-(:mod:`pipeline.store.inventory`) is written just before its rename. The episodes file is written last: its row is what
-marks an episode as done, so an episode killed half-way is simply run again (and its other files
-overwritten, not duplicated).
+``*.parquet`` and never see the temporary. The episodes file is written last: its row is what
+marks an episode as done (and makes its other files visible), so an episode killed half-way is
+simply run again (and its other files overwritten, not duplicated). Its inventory record
+(:mod:`pipeline.store.inventory`), written just before its rename, carries the records of the
+episode's other files: one record file per episode.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +22,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.atomic import TEMPORARY_GLOB, write_atomic, write_bytes_atomic
-from pipeline.store.inventory import INVENTORY, FileRecord, forget_file, record_file, record_path, write_record
+from pipeline.store.inventory import (
+    EPISODES_TABLE,
+    INVENTORY,
+    FileRecord,
+    forget_file,
+    record_file,
+    record_path,
+    write_record,
+)
 from pipeline.store.schema import SCHEMAS, rows_table
 from pipeline.testhooks import crash_point
 
@@ -95,28 +105,40 @@ EncodedEpisode = list[tuple[Path, EncodedFile | None]]
 def encode_episode(sweep_dir: Path, cell_id: str, episode_id: str,
                    rows: Mapping[str, Sequence[dict[str, Any]]]) -> EncodedEpisode:
     """Every table's file of one episode, in write order (``None``: the table has no rows, e.g. a
-    failed episode, and an earlier attempt's file must go)."""
+    failed episode, and an earlier attempt's file must go); the episodes file, last, with the record
+    that carries the others'."""
     unknown = set(rows) - set(SCHEMAS)
     if unknown:
         raise ValueError(f"unknown tables {sorted(unknown)}")
+    if not rows.get(EPISODES_TABLE):
+        raise ValueError("an episode's rows include its episodes row (it marks the episode as done)")
     encoded: EncodedEpisode = []
     for name in WRITE_ORDER:
         table_rows = rows.get(name, ())
         path = episode_file(sweep_dir, name, cell_id, episode_id)
         table = rows_table(table_rows, SCHEMAS[name]) if table_rows else None
         encoded.append((path, encode_small_parquet(path, table, [episode_id]) if table is not None else None))
+    (path, last), carried = encoded[-1], {p.parent.parent.name: f.record for p, f in encoded[:-1] if f is not None}
+    assert last is not None
+    encoded[-1] = (path, dataclasses.replace(last, record=last.record.model_copy(update={"files": carried})))
     return encoded
 
 
 def store_episode(encoded: EncodedEpisode) -> None:
-    """Write an encoded episode's files in order (the episodes file last)."""
-    for index, (path, file) in enumerate(encoded):
+    """Write an encoded episode's files in order: the others without records of their own, then the
+    episodes file with the record that carries theirs."""
+    *others, (_, last) = encoded
+    for index, (path, file) in enumerate(others):
         if index:
             crash_point("write")
         if file is None:
             forget_file(path)  # a retried episode may have left rows from an earlier attempt
         else:
-            write_encoded_atomic(file)
+            write_bytes_atomic(path, file.data)
+            record_path(path).unlink(missing_ok=True)  # one an earlier writer left (regrade) would shadow the carried one
+    crash_point("write")
+    assert last is not None
+    write_encoded_atomic(last)
 
 
 def write_episode(sweep_dir: Path, cell_id: str, episode_id: str, rows: Mapping[str, Sequence[dict[str, Any]]]) -> None:

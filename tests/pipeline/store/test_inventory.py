@@ -229,3 +229,62 @@ def test_compaction_leaves_a_broken_file_for_verify_and_the_resume(tmp_path):
     assert report.parts_written >= 1 and broken.exists()
     [problem] = verify_sweep(b.sweep_dir).problems
     assert problem.file == broken
+
+
+def _written_episode(tmp_path: Path) -> tuple[dict, Path]:
+    """One finished episode as an actor writes it (every table; one record, carried by the episodes file's)."""
+    ids, rows = rows_for(SweepBuilder(tmp_path), WRITE_ORDER)
+    write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
+    return ids, episode_file(tmp_path, "steps", ids["cell_id"], ids["episode_id"])
+
+
+def test_a_file_that_its_episodes_record_carries_is_checked_and_missed_like_any_other(tmp_path):
+    import shutil
+
+    ids, steps = _written_episode(tmp_path)
+    result = verify_sweep(tmp_path)
+    assert (result.checked, result.unrecorded, result.problems) == (len(WRITE_ORDER), 0, [])
+    flipped = bytearray(steps.read_bytes())
+    flipped[len(flipped) // 2] ^= 0xFF
+    steps.write_bytes(bytes(flipped))
+    [problem] = verify_sweep(tmp_path).problems
+    assert (problem.table, problem.file, problem.episodes) == ("steps", steps, (ids["episode_id"],))
+    assert problem.reason == "its SHA-256 differs from the one recorded when it was written"
+    steps.unlink()
+    [problem] = verify_sweep(tmp_path).problems
+    assert (problem.file, problem.reason, problem.episodes) == (steps, "missing", (ids["episode_id"],))
+    shutil.rmtree(episode_file(tmp_path, "messages", ids["cell_id"], ids["episode_id"]).parent)
+    assert {(p.table, p.reason) for p in verify_sweep(tmp_path).problems} == {
+        ("steps", "missing"), ("messages", "missing (its folder too)")}
+    repair(tmp_path, verify_sweep(tmp_path))  # the episode is taken out (to run again): its record with it
+    assert verify_sweep(tmp_path).problems == [] and not list((tmp_path / INVENTORY).rglob("*.json"))
+
+
+def test_compaction_merges_the_carried_files_before_the_episodes_file_that_carries_them(tmp_path):
+    ids, steps = _written_episode(tmp_path)
+    compact(tmp_path)
+    assert not steps.exists()
+    records = sorted(p.parent.parent.name for p in (tmp_path / INVENTORY).rglob("*.json"))
+    assert records == sorted(WRITE_ORDER)  # one per part, the episode's own record gone with its file
+    result = verify_sweep(tmp_path)
+    assert (result.checked, result.unrecorded, result.problems) == (len(WRITE_ORDER), 0, [])
+
+
+def test_an_episodes_file_rewritten_in_place_goes_on_carrying_its_episodes_files(tmp_path):
+    from pipeline.store.writer import write_parquet_atomic
+
+    ids, steps = _written_episode(tmp_path)
+    path = episode_file(tmp_path, "episodes", ids["cell_id"], ids["episode_id"])
+    write_parquet_atomic(path, pq.read_table(path), [ids["episode_id"]])  # as a regrade rewrites it
+    assert read_record(steps) is not None and verify_sweep(tmp_path).problems == []
+
+
+def test_a_record_of_its_own_that_an_earlier_writer_left_goes_when_the_file_is_written_again(tmp_path):
+    from pipeline.store.writer import write_parquet_atomic
+
+    ids, steps = _written_episode(tmp_path)
+    write_parquet_atomic(steps, pq.read_table(steps).slice(0, 0), [ids["episode_id"]])  # e.g. written by older code
+    assert record_path(steps).exists() and read_record(steps).rows == 0
+    _written_episode(tmp_path)  # the episode run again
+    assert not record_path(steps).exists() and read_record(steps).rows == 1
+    assert verify_sweep(tmp_path).problems == []

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline import atomic
 from pipeline.store import writer
-from pipeline.store.inventory import FileRecord, read_record, record_path
+from pipeline.store.inventory import INVENTORY, FileRecord, read_record, record_path
 from pipeline.store.reader import Finished, finished_episodes
 from pipeline.store.writer import (
     WRITE_ORDER,
@@ -37,15 +37,27 @@ def rows_for(builder: SweepBuilder, tables: tuple[str, ...]) -> tuple[dict, dict
     return ids, {t: [{**ids, **row[t]}] for t in tables}
 
 
-def test_every_table_is_written_with_the_episodes_file_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_table_is_written_with_the_episodes_file_last_and_one_record(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     written: list[str] = []
-    real = writer.write_encoded_atomic
-    monkeypatch.setattr(writer, "write_encoded_atomic",
-                        lambda file: (written.append(file.path.parts[-3]), real(file)))
+    real = writer.write_bytes_atomic
+    monkeypatch.setattr(writer, "write_bytes_atomic",
+                        lambda path, data, **options: (written.append(path.parts[-3]), real(path, data, **options)))
     ids, rows = rows_for(SweepBuilder(tmp_path), WRITE_ORDER)
     write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
     assert written == list(WRITE_ORDER) and written[-1] == "episodes"
     assert finished_episodes(tmp_path) == Finished(done=frozenset({ids["episode_id"]}), failed=frozenset())
+    # one record file for the episode: its episodes file's, carrying the other six
+    [record] = (tmp_path / INVENTORY).rglob("*.json")
+    assert record == record_path(episode_file(tmp_path, "episodes", ids["cell_id"], ids["episode_id"]))
+    assert sorted(FileRecord.model_validate_json(record.read_bytes()).files or {}) == sorted(WRITE_ORDER[:-1])
+
+
+def test_an_episode_is_written_with_its_episodes_row(tmp_path: Path) -> None:
+    ids, rows = rows_for(SweepBuilder(tmp_path), ("steps",))
+    with pytest.raises(ValueError, match="episodes row"):
+        write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
+    assert not (tmp_path / "steps").exists()
 
 
 def test_a_retry_with_fewer_tables_removes_the_earlier_attempts_files(tmp_path: Path) -> None:
@@ -78,9 +90,9 @@ def test_an_episode_file_whose_write_fails_keeps_the_old_file_and_its_record(
 ) -> None:
     """Built in memory and written through one descriptor: a failure part-way (here the disk
     filling up as the bytes go out) leaves the earlier attempt's file, its record, and no temporary."""
-    ids, rows = rows_for(SweepBuilder(tmp_path), ("steps",))
+    ids, rows = rows_for(SweepBuilder(tmp_path), ("episodes",))
     write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
-    path = episode_file(tmp_path, "steps", ids["cell_id"], ids["episode_id"])
+    path = episode_file(tmp_path, "episodes", ids["cell_id"], ids["episode_id"])
     before, record_before = path.read_bytes(), record_path(path).read_bytes()
 
     def fills_up(descriptor: int, data: Any) -> None:
@@ -89,12 +101,12 @@ def test_an_episode_file_whose_write_fails_keeps_the_old_file_and_its_record(
 
     monkeypatch.setattr(atomic, "_write_all", fills_up)
     with pytest.raises(OSError, match="No space left"):
-        writer.write_encoded_atomic(writer.encode_small_parquet(path, table_of("steps", rows["steps"] * 2),
+        writer.write_encoded_atomic(writer.encode_small_parquet(path, table_of("episodes", rows["episodes"] * 2),
                                                                 [ids["episode_id"]]))
     monkeypatch.undo()
     assert path.read_bytes() == before and record_path(path).read_bytes() == record_before
     assert [p.name for p in path.parent.iterdir()] == [path.name]
-    assert read_record(path) == FileRecord(rows=len(rows["steps"]), bytes=len(before),
+    assert read_record(path) == FileRecord(rows=len(rows["episodes"]), bytes=len(before), files={},
                                            sha256=hashlib.sha256(before).hexdigest(), episodes=[ids["episode_id"]])
 
 
@@ -113,7 +125,7 @@ atomic.write_bytes_atomic(Path(sys.argv[1]), b"PAR1" * 1000)
 
 
 def test_the_temporary_of_a_write_killed_half_way_is_removed_and_whole_files_stay(tmp_path: Path) -> None:
-    ids, rows = rows_for(SweepBuilder(tmp_path), ("steps",))
+    ids, rows = rows_for(SweepBuilder(tmp_path), ("steps", "episodes"))
     write_episode(tmp_path, ids["cell_id"], ids["episode_id"], rows)
     whole = episode_file(tmp_path, "steps", ids["cell_id"], ids["episode_id"])
     claim_temporary = tmp_path / ".claim.json.token.tmp"  # another writer's, outside the store's folders
