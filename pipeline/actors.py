@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,21 @@ def preload(job: JobConfig) -> None:
     load_plugins(job.plugins)
     for cell in job.benchmarks:
         benchmark_of(cell).preload(cell)
+
+
+# Objects an episode makes before the cyclic collector looks (Python's default is 700): episodes
+# allocate many short-lived containers that reference counting frees anyway.
+GC_YOUNG_THRESHOLD = 10_000
+
+
+def settle_heap() -> None:
+    """After start-up, take what the process holds for good (modules, the benchmarks' data) out
+    of the cyclic collector's full passes, and let it run less often: on τ-bench's oracle episodes
+    the collector took about 6% of the CPU, and a third of that once settled (measured with
+    ``gc.callbacks``)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 class Meter(BaseModel):
@@ -180,6 +196,7 @@ class EpisodeActor:
     def __init__(self, job: JobConfig, sweep_dir: str, deployments: Mapping[str, Deployment], code_version: str) -> None:
         convert_rows_without_pandas()
         self._runner = EpisodeWorker(job, Path(sweep_dir), deployments, code_version)
+        settle_heap()
 
     async def run(self, spec: EpisodeSpec, attempt: int, earlier_faults: Sequence[CallFault] = ()) -> EpisodeSummary:
         return await self._runner.run(spec, attempt, earlier_faults)
