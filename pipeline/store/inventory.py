@@ -87,21 +87,26 @@ def _read(record: Path) -> FileRecord | None:
 
 
 class RecordReader:
-    """Reads files' records, each carrying record once (verify reads every file's)."""
+    """Reads files' records; asked for an episode's files one after another, it reads the record
+    that carries theirs once (verify reads every file's)."""
 
     def __init__(self) -> None:
-        self._carriers: dict[Path, FileRecord | None] = {}
+        self._last: tuple[Path, FileRecord | None] | None = None
+
+    def _carrier(self, path: Path) -> FileRecord | None:
+        if self._last is None or self._last[0] != path:
+            self._last = (path, _read(path))
+        return self._last[1]
 
     def __call__(self, data_file: Path) -> FileRecord | None:
         """``data_file``'s own record, else the one its episode's record carries (None: neither)."""
-        own = record_path(data_file)
+        own, carrier = record_path(data_file), carrier_path(data_file)
+        if own == carrier:  # an episodes file
+            return self._carrier(carrier)
         record = _read(own)
-        carrier = carrier_path(data_file)
-        if record is not None or carrier == own:
+        if record is not None:
             return record
-        if carrier not in self._carriers:
-            self._carriers[carrier] = _read(carrier)
-        found = self._carriers[carrier]
+        found = self._carrier(carrier)
         return found.files.get(data_file.parent.parent.name) if found is not None and found.files else None
 
 

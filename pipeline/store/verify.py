@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -41,28 +42,34 @@ def verify_sweep(sweep_dir: Path, *, thorough: bool = True) -> Verification:
     schema only, what a resume can afford on every start), and every record whose file is gone."""
     started = time.monotonic()
     by_table, done = scan_sweep(sweep_dir)
+    partitions = {(table, p.directory.name): p for table, parts in by_table.items() for p in parts}
     result = Verification()
     read_record = RecordReader()
-    for table, partitions in by_table.items():
-        for partition in partitions:
-            for path in partition.visible_files(done):
-                result.checked += 1
-                record = read_record(path)
-                result.unrecorded += record is None
-                is_part = path.name.startswith(PART_PREFIX)
-                unrecorded = record is None and (thorough or is_part)  # a resume reads parts' schemas only
-                reason = check_file(path, record, thorough=thorough) or (_foreign(path) if unrecorded else None)
-                if reason:
-                    result.problems.append(Problem(table, partition.directory.name, path, episodes_of(path, is_part),
-                                                   reason))
+    for cell in sorted({cell for _, cell in partitions}):
+        # an episode's files one after another (its episodes file first), so that the record which
+        # carries the others' is read once
+        files = sorted((path.name, table, path) for table in by_table if (table, cell) in partitions
+                       for path in partitions[table, cell].visible_files(done))
+        for _, table, path in files:
+            result.checked += 1
+            record = read_record(path)
+            result.unrecorded += record is None
+            is_part = path.name.startswith(PART_PREFIX)
+            unrecorded = record is None and (thorough or is_part)  # a resume reads parts' schemas only
+            reason = check_file(path, record, thorough=thorough) or (_foreign(path) if unrecorded else None)
+            if reason:
+                result.problems.append(Problem(table, cell, path, episodes_of(path, is_part), reason))
+            if record is not None and record.files and table == EPISODES_TABLE and not is_part:
+                result.problems += _missing_carried(sweep_dir, cell, path.stem, record.files, partitions)
+    for table, parts in by_table.items():
+        for partition in parts:
             result.problems += _missing(table, partition, done)
-        present = {p.directory.name for p in partitions}
+        present = {p.directory.name for p in parts}
         for folder in sorted((sweep_dir / INVENTORY / table).glob("cell=*")):  # a whole partition folder gone
             if folder.name not in present:
                 result.problems += [Problem(table, folder.name, sweep_dir / table / folder.name / f"{r.stem}{PARQUET}",
                                             tuple(_record_episodes(r)), "missing (its folder too)")
                                     for r in sorted(folder.glob("*.json"))]
-    result.problems += _missing_carried(sweep_dir, by_table, read_record)
     result.duration_s = time.monotonic() - started
     return result
 
@@ -86,21 +93,16 @@ def _missing(table: str, partition: Partition, done: frozenset[str]) -> list[Pro
     return problems
 
 
-def _missing_carried(sweep_dir: Path, by_table: dict[str, list[Partition]], read_record: RecordReader) -> list[Problem]:
-    """Files that a finished episode's record carries and that are gone while no part holds them.
-    (Only an episodes file not yet compacted has such a record: compaction merges it last.)"""
-    partitions = {(table, p.directory.name): p for table, parts in by_table.items() for p in parts}
+def _missing_carried(sweep_dir: Path, cell: str, episode: str, carried: Mapping[str, FileRecord],
+                     partitions: Mapping[tuple[str, str], Partition]) -> list[Problem]:
+    """Files of a finished episode that its record carries and that are gone while no part holds them."""
     problems = []
-    for episodes in by_table.get(EPISODES_TABLE, ()):
-        cell = episodes.directory.name
-        for episode in sorted(episodes.small):
-            record = read_record(episodes.small[episode])
-            for table in sorted(record.files or ()) if record is not None else ():
-                partition = partitions.get((table, cell))
-                if partition is not None and (episode in partition.small or episode in partition.covered):
-                    continue
-                problems.append(Problem(table, cell, sweep_dir / table / cell / f"{episode}{PARQUET}", (episode,),
-                                        "missing" if partition is not None else "missing (its folder too)"))
+    for table in sorted(carried):
+        partition = partitions.get((table, cell))
+        if partition is not None and (episode in partition.small or episode in partition.covered):
+            continue
+        problems.append(Problem(table, cell, sweep_dir / table / cell / f"{episode}{PARQUET}", (episode,),
+                                "missing" if partition is not None else "missing (its folder too)"))
     return problems
 
 
