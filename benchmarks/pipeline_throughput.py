@@ -134,10 +134,11 @@ def parquet_rows_per_s(folder: Path) -> float:
     from pipeline.store.writer import write_episode
 
     sweep = next((folder / "runs").glob("overhead-*"))
-    episodes = {}
+    episodes: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
     for table in ("steps", "transcript", "messages", "episodes"):
-        for path in (sweep / table).glob("*/*.parquet"):
-            episodes.setdefault((path.parent.name.removeprefix("cell="), path.stem), {})[table] = pq.read_table(path).to_pylist()
+        for path in (sweep / table).glob("*/*.parquet"):  # compacted parts: an episode's rows are regrouped
+            for row in pq.read_table(path).to_pylist():
+                episodes.setdefault((row["cell_id"], row["episode_id"]), {}).setdefault(table, []).append(row)
     target = folder / "rewrite"
     started = time.perf_counter()
     for (cell, episode), rows in episodes.items():
