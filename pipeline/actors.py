@@ -81,8 +81,8 @@ def settle_heap() -> None:
     """After start-up, take what the process holds for good (modules, the benchmarks' data) out
     of the cyclic collector's full passes, and let it run less often: on τ-bench's oracle episodes
     the collector took about 6% of the CPU, and a third of that once settled (measured with
-    ``gc.callbacks``)."""
-    gc.collect()
+    ``gc.callbacks``). No collection first: start-up leaves a few dozen unreachable objects, and a
+    full pass costs a tenth of a CPU second."""
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 

@@ -17,6 +17,7 @@ from importlib import metadata
 
 ENTRY_POINT_GROUP = "flowstate.plugins"
 _loaded: set[str] = set()
+_builtin_loaded = False
 
 
 class PluginError(ValueError):
@@ -34,7 +35,11 @@ def _import(name: str, where: str) -> None:
 
 
 def load_builtin_plugins() -> None:
-    """The methods, deployment kinds and benchmark packages this project ships, and installed plug-ins."""
+    """The methods, deployment kinds and benchmark packages this project ships, and installed
+    plug-ins: once per process (listing the installed packages' entry points costs about 50 ms)."""
+    global _builtin_loaded
+    if _builtin_loaded:
+        return
     import flowstate.methods  # noqa: F401 - registers the built-in methods
     import pipeline.benchmarks
     import pipeline.llm.deployments  # noqa: F401 - registers the built-in deployment kinds
@@ -44,6 +49,7 @@ def load_builtin_plugins() -> None:
             _import(f"pipeline.benchmarks.{module.name}", "built in")
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         _import(entry.value.split(":")[0], f"entry point {entry.name!r}")
+    _builtin_loaded = True
 
 
 def load_plugins(modules: Iterable[str] = ()) -> None:

@@ -179,3 +179,14 @@ def test_show_prints_a_plugin_episode(plugin_sweep: Path, capsys: pytest.Capture
     out = capsys.readouterr().out
     assert "(exact match; correct 3, exact 1, requests 3)" in out
     assert "requests graded: 1✓ 2✓ 3✓ (3/3 correct)" in out and "method records: 3 retrieval, 6 window" in out
+
+
+def test_the_installed_plug_ins_are_listed_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline import plugins
+
+    listed: list[dict[str, str]] = []
+    monkeypatch.setattr(plugins, "_builtin_loaded", False)
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda **query: listed.append(query) or [])
+    plugins.load_builtin_plugins()
+    plugins.load_plugins()  # an episode actor's preload, after its imports loaded them
+    assert listed == [{"group": plugins.ENTRY_POINT_GROUP}]
