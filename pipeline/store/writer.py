@@ -113,14 +113,17 @@ def encode_episode(sweep_dir: Path, cell_id: str, episode_id: str,
     if not rows.get(EPISODES_TABLE):
         raise ValueError("an episode's rows include its episodes row (it marks the episode as done)")
     encoded: EncodedEpisode = []
+    carried: dict[str, FileRecord] = {}
     for name in WRITE_ORDER:
         table_rows = rows.get(name, ())
         path = episode_file(sweep_dir, name, cell_id, episode_id)
-        table = rows_table(table_rows, SCHEMAS[name]) if table_rows else None
-        encoded.append((path, encode_small_parquet(path, table, [episode_id]) if table is not None else None))
-    (path, last), carried = encoded[-1], {p.parent.parent.name: f.record for p, f in encoded[:-1] if f is not None}
-    assert last is not None
-    encoded[-1] = (path, dataclasses.replace(last, record=last.record.model_copy(update={"files": carried})))
+        file = encode_small_parquet(path, rows_table(table_rows, SCHEMAS[name]), [episode_id]) if table_rows else None
+        if name == EPISODES_TABLE:  # last: its record carries the others'
+            assert file is not None
+            file = dataclasses.replace(file, record=file.record.model_copy(update={"files": carried}))
+        elif file is not None:
+            carried[name] = file.record
+        encoded.append((path, file))
     return encoded
 
 
