@@ -32,13 +32,26 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
 class Sampling(Strict):
-    """Generation parameters. Defaults are the paper's (appendix B.5)."""
+    """Generation parameters. Defaults are the paper's (appendix B.5).
+
+    The optional settings are sent only when set (and only then part of an id): ``frequency_penalty``
+    (an OpenAI parameter) to every engine; ``top_k``, ``min_p`` and ``repetition_penalty`` to engines
+    that take them (vLLM; llama.cpp, whose server applies 40, 0.05 and 1.1 unasked).
+    """
 
     temperature: float = Field(default=0.1, ge=0)
     top_p: float = Field(default=1.0, gt=0, le=1)
     max_tokens: int = Field(default=32768, gt=0)
     enable_thinking: bool = False
+    top_k: int | None = Field(default=None, gt=0, exclude_if=_unset)
+    min_p: float | None = Field(default=None, ge=0, le=1, exclude_if=_unset)
+    repetition_penalty: float | None = Field(default=None, gt=0, exclude_if=_unset)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2, exclude_if=_unset)
 
 
 class ModelUse(Strict):
@@ -146,6 +159,12 @@ class JobConfig(Strict):
                 raise ValueError(f"{where}.deployment {use.deployment!r} serves chat: give it embedding: true")
             if isinstance(use, ModelUse) and serves_embeddings:
                 raise ValueError(f"{where}.deployment {use.deployment!r} serves embeddings only, not chat")
+            engine = getattr(self.deployments[use.deployment], "engine", None)  # an endpoint's
+            beyond_openai = [k for k in ("top_k", "min_p", "repetition_penalty")
+                             if isinstance(use, ModelUse) and getattr(use.sampling, k) is not None]
+            if beyond_openai and engine == "openai":
+                raise ValueError(f"{where}.sampling: {', '.join(beyond_openai)} are no OpenAI API parameters "
+                                 f"(deployment {use.deployment!r} has engine: openai)")
         labels = [m.display for m in self.methods]
         if len(set(labels)) != len(labels):
             raise ValueError(f"methods need distinct labels, got {labels}")
@@ -176,6 +195,9 @@ class JobConfig(Strict):
         compared), secrets redacted: they never enter an id."""
         data = self.model_dump(mode="json", exclude=NOT_RESULTS)
         data["benchmarks"] = [cell.identity() for cell in self.benchmarks]
+        for name, spec in self.deployments.items():
+            for field in spec.placement_fields:
+                data["deployments"][name].pop(field, None)
         for role in _LATER_ROLES:
             if data.get(role) is None:
                 data.pop(role, None)

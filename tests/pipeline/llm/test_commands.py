@@ -17,7 +17,7 @@ from pipeline.llm.deployments import (
     smollm2_gguf,
     vllm_command,
 )
-from pipeline.llm.deployments.commands import server_command
+from pipeline.llm.deployments.commands import server_command, server_kind
 from pipeline.llm.deployments.replica import bind_host
 
 SPEC = TypeAdapter(DeploymentSpec)
@@ -58,7 +58,8 @@ def test_vllm_command_serves_with_cache_details_usage_and_thinking_off() -> None
     spec = VllmSpec(model="Qwen/Qwen3-8B", tensor_parallel_size=2, served_model_name="qwen3",
                     engine_args={"max_model_len": 16384, "enforce_eager": True, "gpu_memory_utilization": 0.85})
     argv = vllm_command(spec, "10.0.0.5", 8123, python="/env/bin/python")
-    assert argv[:3] == ["/env/bin/vllm", "serve", "Qwen/Qwen3-8B"]
+    assert argv[:3] == ["/env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert flag_value(argv, "--model") == "Qwen/Qwen3-8B"
     assert flag_value(argv, "--host") == "10.0.0.5" and flag_value(argv, "--port") == "8123"
     assert flag_value(argv, "--tensor-parallel-size") == "2"
     assert flag_value(argv, "--served-model-name") == "qwen3"
@@ -112,3 +113,118 @@ def test_llamacpp_defaults_to_the_packaged_smollm2() -> None:
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
     assert LlamaCppSpec().gguf() == path
     assert LlamaCppSpec().served_model() == "SmolLM2-135M-Instruct.Q4_1"
+
+
+# -- vLLM on GPUs and on CPUs: one builder ----------------------------------------------------------
+CPU_ONLY_FLAGS = ("--enforce-eager", "--structured-outputs-config", "--no-enable-chunked-prefill")
+
+
+def test_a_gpu_replica_gets_no_cpu_setting() -> None:
+    """What a GPU cluster's replica runs (cannot run here): the server module, the shared defaults, the
+    job's engine args, GPUs from Ray (CUDA_VISIBLE_DEVICES) and nothing added to its environment."""
+    spec = VllmSpec(model="Qwen/Qwen3-8B", engine_args={"max_model_len": 65536, "gpu_memory_utilization": 0.9})
+    kind = server_kind(spec)
+    argv = server_command(spec, "10.0.0.5", 8000, python="/env/bin/python")
+    assert argv[:3] == ["/env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert not any(flag in argv for flag in CPU_ONLY_FLAGS)
+    assert flag_value(argv, "--gpu-memory-utilization") == "0.9" and flag_value(argv, "--max-model-len") == "65536"
+    assert kind.environment(spec, 3, [0, 1]) == {}
+    assert {k: v for k, v in replica_options(spec).items() if k.startswith("num_")} == {"num_cpus": 1, "num_gpus": 1}
+
+
+def test_a_cpu_replica_holds_cpus_sets_its_kv_cache_and_binds_cores_by_its_index() -> None:
+    spec = VllmSpec(model="m", cpu={"threads": 2, "kv_cache_gib": 3})
+    kind = server_kind(spec)
+    argv = server_command(spec, "127.0.0.1", 8000, python="/env/bin/python")
+    assert all(flag in argv for flag in CPU_ONLY_FLAGS)
+    assert json.loads(flag_value(argv, "--structured-outputs-config")) == {"backend": "xgrammar",
+                                                                            "disable_any_whitespace": True}
+    assert {k: v for k, v in replica_options(spec).items() if k.startswith("num_")} == {"num_cpus": 2.0, "num_gpus": 0}
+    cores = [4, 5, 6, 7, 8]
+    assert [kind.environment(spec, i, cores)["VLLM_CPU_OMP_THREADS_BIND"] for i in range(3)] == ["4,5", "6,7", "4,8"]
+    assert kind.environment(spec, 0, cores)["VLLM_CPU_KVCACHE_SPACE"] == "3"
+    fractional = VllmSpec(model="m", cpu={"threads": 2, "num_cpus": 0.5})
+    assert replica_options(fractional)["num_cpus"] == 0.5
+
+
+def test_a_job_engine_arg_overrides_a_cpu_default() -> None:
+    spec = VllmSpec(model="m", cpu={}, engine_args={"enforce_eager": False, "enable_chunked_prefill": True})
+    argv = server_command(spec, "127.0.0.1", 8000)
+    assert "--no-enforce-eager" in argv and "--enable-chunked-prefill" in argv and "--enforce-eager" not in argv
+
+
+def test_the_cpu_option_enters_the_identity_only_when_set() -> None:
+    """A GPU spec's identity is what it was before the CPU option existed (its ids stay); a CPU spec's
+    carries the CPU defaults, since they shape outputs."""
+    gpu = VllmSpec(model="Qwen/Qwen3-8B", engine_args={"max_model_len": 65536}, python=Path("/env/bin/python"),
+                   router_seed=3)
+    assert gpu.identity() == {"kind": "vllm", "model": "Qwen/Qwen3-8B", "engine_args": {"max_model_len": 65536}}
+    assert "cpu" not in gpu.model_dump() and "router_seed" in gpu.model_dump()
+    assert "cpu" not in VllmSpec(model="m").model_dump() and "python" not in VllmSpec(model="m").model_dump()
+    cpu = VllmSpec(model="Qwen/Qwen3-8B", engine_args={"max_model_len": 65536}, cpu={"threads": 2})
+    assert cpu.identity()["cpu"]["structured_outputs_config"]["disable_any_whitespace"] is True
+    assert cpu.identity() == VllmSpec(model="Qwen/Qwen3-8B", engine_args={"max_model_len": 65536},
+                                      cpu={"threads": 1, "kv_cache_gib": 4}).identity()  # threads and cache: no
+
+
+def test_the_engine_python_is_the_command_and_a_relative_one_is_taken_from_the_start_directory(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = VllmSpec(model="m", python=".venv-vllm/bin/python")
+    assert spec.python == tmp_path / ".venv-vllm" / "bin" / "python"
+    assert server_command(spec, "127.0.0.1", 1, python="/ignored/python")[0] == str(spec.python)
+
+
+def test_smollm2_is_served_from_the_prepared_folder_and_nothing_else_is_renamed(tmp_path, monkeypatch) -> None:
+    from pipeline.llm.deployments.vllm_models import MODELS_ENV_VAR, SMOLLM2_FOLDER, local_model
+    from pipeline.llm.errors import DeploymentStartError
+
+    monkeypatch.setenv(MODELS_ENV_VAR, str(tmp_path))
+    assert local_model("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"
+    with pytest.raises(DeploymentStartError, match=r"not prepared .* run scripts/setup-vllm-cpu.sh"):
+        local_model("smollm2")
+    (tmp_path / SMOLLM2_FOLDER).mkdir()
+    with pytest.raises(DeploymentStartError):  # a folder cut short: no record of its checked files
+        local_model("smollm2")
+    (tmp_path / SMOLLM2_FOLDER / ".verified").write_text("")
+    assert local_model("smollm2") == str(tmp_path / SMOLLM2_FOLDER)
+    argv = server_command(VllmSpec(model="smollm2", cpu={}), "127.0.0.1", 1)
+    assert flag_value(argv, "--model") == str(tmp_path / SMOLLM2_FOLDER) and flag_value(argv, "--served-model-name") == "smollm2"
+
+
+def test_a_conversion_that_gives_other_bytes_is_refused_and_leaves_nothing(tmp_path, monkeypatch) -> None:
+    """The converter is run by the engine environment's interpreter; here a stand-in interpreter that
+    writes wrong files (what another transformers version could do)."""
+    from pipeline.llm.deployments.vllm_models import MODELS_ENV_VAR, prepare_smollm2
+    from pipeline.llm.errors import DeploymentStartError
+
+    monkeypatch.setenv(MODELS_ENV_VAR, str(tmp_path / "models"))
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\nfor f in model.safetensors config.json tokenizer.json chat_template.jinja; do '
+                    'echo wrong > "$3/$f"; done\n')
+    fake.chmod(0o755)
+    with pytest.raises(DeploymentStartError, match="other bytes than pinned in model.safetensors, config.json"):
+        prepare_smollm2(fake)
+    assert list((tmp_path / "models").iterdir()) == []
+    fake.write_text("#!/bin/sh\necho 'No module named torch' >&2\nexit 1\n")
+    with pytest.raises(DeploymentStartError, match="No module named torch"):
+        prepare_smollm2(fake)
+
+
+def test_which_cpus_vllm_cpu_can_run_on() -> None:
+    from pipeline.llm.deployments.vllm_setup import cpu_unsupported
+
+    assert cpu_unsupported("x86_64", "flags\t\t: fpu sse avx avx2 fma avx512f\n") is None
+    assert cpu_unsupported("x86_64", "flags\t\t: fpu sse avx avx2 fma\n") is None
+    assert "lacks AVX2" in cpu_unsupported("x86_64", "flags\t\t: fpu sse avx\n")
+    assert "x86_64 only" in cpu_unsupported("aarch64", "")
+
+
+def test_the_engine_distribution_is_read_from_the_engines_own_environment() -> None:
+    import importlib.metadata
+    import sys
+
+    from pipeline.llm.deployments.replica import installed_engine
+
+    assert installed_engine(sys.executable, ("vllm-cpu-not-here", "llama-cpp-python")) == (
+        "llama-cpp-python", importlib.metadata.version("llama-cpp-python"))
+    assert installed_engine(sys.executable, ("no-such-distribution",)) is None

@@ -46,6 +46,6 @@ def server_command(spec: WordLlamaSpec, host: str, port: int, python: str = sys.
 
 
 register_server_kind("wordllama", ServerKind(server_command, lambda spec: {"num_cpus": spec.num_cpus},
-                                             "/health", "wordllama"))
+                                             "/health", ("wordllama",)))
 
 __all__ = ["WordLlamaSpec", "server_command"]
