@@ -10,6 +10,7 @@ paper runs every method's memory on the agent's model.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pipeline.fixtures  # noqa: F401 - registers the scripted fixtures in this process
 from flowstate import Embedder, Policy
@@ -19,10 +20,20 @@ from pipeline.llm import SamplingParams
 from pipeline.llm.deployments import Deployment
 from pipeline.sweep import EpisodeSpec
 
+# The optional sampling settings, as each engine names them (OpenAI's own one goes to every engine).
+_OPENAI_SAMPLING = {"frequency_penalty": "frequency_penalty"}
+_EXTRA_SAMPLING = {"vllm": {**_OPENAI_SAMPLING, "top_k": "top_k", "min_p": "min_p",
+                            "repetition_penalty": "repetition_penalty"},
+                   "llamacpp": {**_OPENAI_SAMPLING, "top_k": "top_k", "min_p": "min_p",
+                                "repetition_penalty": "repeat_penalty"}}
+
 
 def sampling_params(sampling: Sampling, engine: str, seed: int | None) -> SamplingParams:
     """The job's sampling as request parameters; thinking is switched per engine (vLLM's template kwarg)."""
-    extra = {"chat_template_kwargs": {"enable_thinking": sampling.enable_thinking}} if engine == "vllm" else {}
+    extra: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": sampling.enable_thinking}} if engine == "vllm" else {}
+    for setting, name in _EXTRA_SAMPLING.get(engine, _OPENAI_SAMPLING).items():
+        if getattr(sampling, setting) is not None:
+            extra[name] = getattr(sampling, setting)
     return SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
                           seed=seed, extra_body=extra)
 

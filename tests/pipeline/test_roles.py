@@ -23,3 +23,30 @@ def test_the_agents_prompt_budget_is_its_context_length_minus_the_completion_bud
                        deployments={"model": spec}))
     models = EpisodeModels({"model": make_deployment(sweep.job.deployments["model"])})
     assert models.agent_prompt_tokens(sweep.episodes[0]) == expected
+
+
+def test_sampling_beyond_openai_is_sent_in_each_engines_own_names_and_only_when_set() -> None:
+    from pipeline.config import Sampling
+    from pipeline.roles import sampling_params
+
+    plain = Sampling(temperature=0.1, max_tokens=64)
+    assert sampling_params(plain, "llamacpp", 3).extra_body == {}
+    assert sampling_params(plain, "vllm", 3).extra_body == {"chat_template_kwargs": {"enable_thinking": False}}
+    assert "top_k" not in plain.model_dump()  # unset: no part of any id
+    like_llamacpp = Sampling(temperature=0.1, max_tokens=64, top_k=40, min_p=0.05, repetition_penalty=1.1)
+    assert sampling_params(like_llamacpp, "vllm", 3).extra_body == {
+        "chat_template_kwargs": {"enable_thinking": False}, "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1}
+    assert sampling_params(like_llamacpp, "llamacpp", 3).extra_body == {"top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1}
+    penalised = Sampling(temperature=0.1, max_tokens=64, top_k=40, frequency_penalty=0.5)
+    assert sampling_params(penalised, "openai", 3).extra_body == {"frequency_penalty": 0.5}  # OpenAI's own: sent everywhere
+    assert sampling_params(penalised, "vllm", 3).extra_body["frequency_penalty"] == 0.5
+    assert penalised.model_dump()["frequency_penalty"] == 0.5 and "min_p" not in penalised.model_dump()
+
+
+def test_sampling_beyond_openai_is_refused_for_an_openai_endpoint() -> None:
+    from pipeline.yaml_errors import ConfigError
+
+    endpoint = {"kind": "endpoint", "base_url": "https://api.example.com/v1", "model": "m", "engine": "openai"}
+    with pytest.raises((ConfigError, ValueError), match="top_k are no OpenAI API parameters"):
+        job(agents=[{"deployment": "model", "sampling": {"top_k": 40}}], deployments={"model": endpoint})
+    job(agents=[{"deployment": "model", "sampling": {"frequency_penalty": 0.5}}], deployments={"model": endpoint})
