@@ -93,8 +93,8 @@ def test_the_papers_memoryarena_jobs_have_its_settings(name, monkeypatch):
 
 def test_the_shipped_jobs_are_the_ones_tested():
     assert sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml")) == sorted(
-        ["oracle.yaml", "paper-taubench.yaml", "smoke.yaml", "oracle-memoryarena.yaml", "smoke-memoryarena.yaml",
-         "taubench-methods.yaml", "smoke-methods.yaml", *PAPER_MEMORYARENA])
+        ["oracle.yaml", "paper-taubench.yaml", "smoke.yaml", "smoke-vllm.yaml", "oracle-memoryarena.yaml",
+         "smoke-memoryarena.yaml", "taubench-methods.yaml", "smoke-methods.yaml", *PAPER_MEMORYARENA])
 
 
 @pytest.mark.parametrize(("edit", "expected"), [
@@ -159,3 +159,23 @@ def test_not_yaml_or_not_a_mapping(tmp_path, text):
 def test_a_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="file not found"):
         load_job(tmp_path / "nope.yaml")
+
+
+def test_where_vllm_is_installed_is_no_part_of_any_id(monkeypatch, tmp_path):
+    """The same job run from another checkout, or with another engine environment, resumes the same
+    sweep: the interpreter's path names where vLLM runs, not what it computes."""
+    from pipeline.sweep import expand
+
+    def ids(python: str | None) -> tuple[str, list[str]]:
+        if python is None:
+            monkeypatch.delenv("FLOWSTATE_VLLM_PYTHON", raising=False)
+        else:
+            monkeypatch.setenv("FLOWSTATE_VLLM_PYTHON", python)
+        sweep = expand(load_job(REPO_ROOT / "jobs" / "smoke-vllm.yaml"))
+        return sweep.sweep_id, [e.episode_id for e in sweep.episodes]
+
+    default = ids(None)
+    monkeypatch.chdir(tmp_path)  # the default is relative: another start directory, another path
+    assert ids(None) == default == ids("/opt/elsewhere/bin/python")
+    job = load_job(REPO_ROOT / "jobs" / "smoke-vllm.yaml")
+    assert str(job.deployments["smollm2"].python) == "/opt/elsewhere/bin/python"  # still what runs
