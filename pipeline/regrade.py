@@ -62,6 +62,15 @@ def sweep_job(sweep_dir: Path) -> JobConfig:
     return parse_job(manifest["job"])
 
 
+def _cells_by_stored_id(sweep_dir: Path, job: JobConfig) -> dict[str, Cell]:
+    """The job's cells by the ids its rows carry. The manifest lists those in the job's cell order,
+    so a sweep made before a cell's identity changed (group travel's text revision) is graded too."""
+    cells = job_cells(job)
+    stored = [c["cell_id"] for c in (read_manifest(sweep_dir) or {}).get("cells", [])]
+    ids = stored if len(stored) == len(cells) else [c.cell_id for c in cells]
+    return dict(zip(ids, cells, strict=True))
+
+
 def _ids(row: dict[str, Any]) -> dict[str, Any]:
     return {f.name: row[f.name] for f in ID_FIELDS} | {"schema_version": SCHEMA_VERSION}
 
@@ -79,7 +88,7 @@ async def _regrade(sweep_dir: Path, basis: str | None, judge: Policy | None) -> 
     if not files["episodes"]:
         raise FileNotFoundError(f"{sweep_dir}: no episodes table (is this a sweep directory?)")
     job = sweep_job(sweep_dir)
-    cells: dict[str, Cell] = {cell.cell_id: cell for cell in job_cells(job)}
+    cells = _cells_by_stored_id(sweep_dir, job)
     transcripts = load_transcripts(files["transcript"])
     changed = ungraded = total = needs_judge = 0
     rewards: list[float] = []
