@@ -87,7 +87,7 @@ def _grade(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     for sweep in sweeps:
         try:
-            summary = asyncio.run(regrade(sweep, basis=args.basis))
+            summary = asyncio.run(regrade(sweep, basis=args.basis, plugins=args.plugin))
         except (FileNotFoundError, ValueError, SweepBusyError) as exc:
             raise CliError(str(exc)) from None
         mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
@@ -171,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade = commands.add_parser("grade", help="grade stored episodes again (no re-simulation)")
     grade.add_argument("runs", type=Path, help="a sweep directory, or a folder of sweeps")
     grade.add_argument("--basis", help="the benchmark's grading basis (τ-bench: task or classic); default: each cell's own")
+    grade.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                       help="import MODULE for the sweep's benchmarks or methods, beside the installed plug-ins "
+                            "(the modules a results folder names are never imported)")
     grade.set_defaults(handler=_grade)
 
     verify = commands.add_parser("verify", help="check every result file against the sweep's inventory")
