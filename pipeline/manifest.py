@@ -139,6 +139,12 @@ class _Manifest(_Open):
     benchmark_catalogs: dict[str, BenchmarkCatalog] = {}
 
 
+# How a hand edit broke a key, in a few words (pydantic's own message otherwise).
+_WHY = {"missing": "missing", "dict_type": "not a JSON object", "model_type": "not a JSON object",
+        "list_type": "not a list", "tuple_type": "not a list", "string_type": "not a string",
+        "int_type": "not a whole number", "int_parsing": "not a whole number"}
+
+
 def _load(path: Path) -> tuple[dict[str, Any], _Manifest]:
     """The manifest at ``path`` as written and as checked; an error naming the file and the key."""
     move_away = "move it away (the results beside it are intact, and a run writes a new one)"
@@ -153,7 +159,8 @@ def _load(path: Path) -> tuple[dict[str, Any], _Manifest]:
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"])
-        raise ManifestError(f"{path}: {key}: {error['msg'].lower()} (a hand edit?); {move_away}") from None
+        why = _WHY.get(error["type"], error["msg"])
+        raise ManifestError(f"{path}: {key}: {why} (a hand edit?); {move_away}") from None
 
 
 def read_manifest(sweep_dir: Path) -> dict[str, Any] | None:
