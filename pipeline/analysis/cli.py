@@ -59,8 +59,9 @@ def _compact(args: argparse.Namespace) -> int:
 
     for sweep in _guard(lambda: sweep_dirs(args.dir)):
         r = _guard(lambda s=sweep: compact(s))
+        copies = f"; the older copy of {r.copies_dropped} episodes dropped" if r.copies_dropped else ""
         print(f"{sweep}: {r.files_merged} files -> {r.parts_written} parts ({r.rows_written:,} rows) in "
-              f"{r.duration_s:.1f}s; {r.leftovers_removed} leftovers removed")
+              f"{r.duration_s:.1f}s; {r.leftovers_removed} leftovers removed{copies}")
     return 0
 
 

@@ -22,7 +22,8 @@ from pipeline.analysis.catalog import SQL_DIR, VIEWS, list_queries
 from pipeline.benchmarks.plugin import BENCHMARKS, BenchmarkCatalog, benchmark_catalog
 from pipeline.manifest import recorded_catalogs
 from pipeline.plugins import load_builtin_plugins
-from pipeline.store.files import runs_files, sweep_dirs
+from pipeline.store.copies import runs_read_set
+from pipeline.store.files import sweep_dirs
 from pipeline.store.tables import ANALYSIS_TABLES, anchor_file
 
 ParamType = Literal["VARCHAR", "INTEGER", "DOUBLE", "BOOLEAN"]
@@ -182,18 +183,23 @@ def depth_panels(catalogs: Mapping[str, BenchmarkCatalog]) -> pa.Table:
 
 
 def connect(runs_dir: Path | str) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the views of ``sql/views.sql`` over ``runs_dir`` and the
-    ``metric_catalog`` table of the benchmarks' declared metrics."""
+    """An in-memory DuckDB connection with the views of ``sql/views.sql`` over ``runs_dir`` (one copy
+    of each episode: :mod:`pipeline.store.copies`) and the ``metric_catalog`` table of the
+    benchmarks' declared metrics."""
     runs_dir = Path(runs_dir)
-    files = runs_files(runs_dir)
+    read = runs_read_set(runs_dir)
     catalogs = sweep_catalogs(sweep_dirs(runs_dir))
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     for table in ANALYSIS_TABLES:
-        paths = [str(anchor_file(table))] + [str(f) for f in files[table]]
+        paths = [str(anchor_file(table))] + [str(f) for f in read.files[table]]
         con.execute(f"SET VARIABLE {table}_files = $files", {"files": paths})  # table: a fixed name, not input
     con.register("metric_catalog", metric_catalog(catalogs))
     con.register("depth_panels", depth_panels(catalogs))
+    left_out = read.other_copies()
+    if left_out:  # rows of another copy of their episode (views.sql creates the table empty otherwise)
+        files, episodes = zip(*left_out, strict=True)
+        con.from_arrow(pa.table({"filename": files, "episode_id": episodes})).create("other_copies")
     con.execute((SQL_DIR / f"{VIEWS}.sql").read_text(encoding="utf-8"))
     return con
 
