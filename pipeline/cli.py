@@ -233,6 +233,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"flowstate: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a write the filesystem refused (read-only, no permission, full)
+        from pipeline.outputs import REFUSED, refused_write
+
+        if exc.errno not in REFUSED:
+            raise
+        print(f"flowstate: error: {refused_write(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("flowstate: interrupted", file=sys.stderr)
         return 130

@@ -22,6 +22,7 @@ from pipeline.analysis.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.analysis.formats import cell_text, markdown_table
 from pipeline.analysis.query import connect, query_rows, sweep_catalogs
 from pipeline.analysis.stats import LEVEL, RESAMPLES, SEED, paired_bootstrap
+from pipeline.atomic import write_text_atomic
 from pipeline.benchmarks.plugin import BenchmarkCatalog
 from pipeline.manifest import read_manifest
 from pipeline.store.files import broken_files, sweep_dirs
@@ -364,6 +365,5 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
     if depth:
         figures.append(plots.accuracy_by_depth(depth, out_md.with_name(f"{out_md.stem}_fig4_depth.png")))
         parts += ["## Figure 4: accuracy by request depth\n", f"![Figure 4]({figures[-1].name})\n"]
-    out_md.parent.mkdir(parents=True, exist_ok=True)
-    out_md.write_text("\n".join(parts), encoding="utf-8")
+    write_text_atomic(out_md, "\n".join(parts))
     return Report(markdown=out_md, figures=figures)

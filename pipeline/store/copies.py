@@ -25,10 +25,9 @@ from pathlib import Path
 import duckdb
 
 from pipeline.store.files import NoResultsError, pending_small, scan_sweep, sweep_dirs, whole_files
+from pipeline.store.inventory import EPISODES_TABLE as EPISODES
+from pipeline.store.reader import FAILED
 from pipeline.store.tables import ANALYSIS_TABLES
-
-EPISODES = "episodes"
-FAILED = "failed"  # an infrastructure failure's status (pipeline.store.rows.failure_rows)
 
 
 class DuplicateResultsWarning(UserWarning):
@@ -51,9 +50,9 @@ class SweepCopy:
     tables: dict[str, TableFiles]
     left_out: dict[Path, set[str]] = field(default_factory=dict)  # file -> episodes read from another copy
 
-    def held(self, table: str = EPISODES) -> set[str]:
-        """The episodes of ``table`` read from this copy (of the episodes table: the episodes it holds)."""
-        files = self.tables[table]
+    def held(self) -> set[str]:
+        """The episodes read from this copy (those with an episodes row)."""
+        files = self.tables[EPISODES]
         read = set().union(*(episodes - self.left_out.get(path, set()) for path, episodes in files.parts.items()))
         return read | {e for e, path in files.small.items() if path not in self.left_out}
 
