@@ -2,7 +2,8 @@
 --
 -- Base views, one per table (columns: pipeline/store/schema.py):
 --   steps, episodes, transcript, messages, request_outcomes, method_records, faults
--- and the tables metric_catalog: every registered benchmark's declared metrics (benchmark, position,
+-- and the tables metric_catalog: every benchmark's declared metrics, as its sweeps' manifests stored
+-- them, else as the installed plug-ins declare them (benchmark, position,
 -- metric, label, description, aggregate, source, key, numerator, denominator, headline), which
 -- scores.sql reads, and depth_panels (benchmark, domain, panel) for depth_curve. A benchmark's per-episode scores are the episodes column metrics, a
 -- MAP(VARCHAR, DOUBLE): episodes.metrics['db'].
