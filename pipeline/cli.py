@@ -87,7 +87,7 @@ def _grade(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     for sweep in sweeps:
         try:
-            summary = asyncio.run(regrade(sweep, basis=args.basis))
+            summary = asyncio.run(regrade(sweep, basis=args.basis, plugins=args.plugin))
         except (FileNotFoundError, ValueError, SweepBusyError) as exc:
             raise CliError(str(exc)) from None
         mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
@@ -100,29 +100,40 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    import warnings
+
     from pipeline.claim import read_claim
-    from pipeline.store.files import NoResultsError, sweep_dirs
+    from pipeline.store.copies import shared_episodes
+    from pipeline.store.files import IncompleteResultsWarning, NoResultsError, sweep_dirs
     from pipeline.store.verify import verify_sweep
 
     try:
         sweeps = sweep_dirs(args.runs)
     except NoResultsError as exc:
         raise CliError(str(exc)) from None
-    bad = 0
+    bad = copies = 0
     for sweep in sweeps:
         holder = read_claim(sweep)
         if holder is not None:
             print(f"{sweep.name}: held by {holder.describe()}: files may change while they are checked", file=sys.stderr)
         result = verify_sweep(sweep)
         legacy = f", {result.unrecorded} written before the inventory" if result.unrecorded else ""
+        twice = f"; {len(result.duplicates)} parts hold episodes a newer part holds too" if result.duplicates else ""
         print(f"{sweep.name}: {result.checked} files checked in {result.duration_s:.1f}s{legacy}: "
-              + (f"{len(result.problems)} bad or missing" if result.problems else "all as written"))
-        for problem in result.problems:
+              + (f"{len(result.problems)} bad or missing" if result.problems else "all as written") + twice)
+        for problem in result.problems + result.duplicates:
             print(f"  {problem.describe()}")
         bad += len(result.problems)
+        copies += len(result.duplicates)
+    with warnings.catch_warnings():  # a broken file is listed above already
+        warnings.simplefilter("ignore", IncompleteResultsWarning)
+        shared = shared_episodes(sweeps)
+    for one, other, count in shared:
+        print(f"{one.name} and {other.name} hold {count} of the same episodes (a copied sweep, or jobs that share "
+              "cells): readers of both read each episode once, from one of them")
     if bad:
         print("`flowstate run` of the job moves bad files to quarantine/ and runs their episodes again", file=sys.stderr)
-    return 1 if bad else 0
+    return 1 if bad or copies else 0
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -171,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade = commands.add_parser("grade", help="grade stored episodes again (no re-simulation)")
     grade.add_argument("runs", type=Path, help="a sweep directory, or a folder of sweeps")
     grade.add_argument("--basis", help="the benchmark's grading basis (τ-bench: task or classic); default: each cell's own")
+    grade.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                       help="import MODULE for the sweep's benchmarks or methods, beside the installed plug-ins "
+                            "(the modules a results folder names are never imported)")
     grade.set_defaults(handler=_grade)
 
     verify = commands.add_parser("verify", help="check every result file against the sweep's inventory")
@@ -218,6 +232,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except CliError as exc:
         print(f"flowstate: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a write the filesystem refused (read-only, no permission, full)
+        from pipeline.outputs import REFUSED, refused_write
+
+        if exc.errno not in REFUSED:
+            raise
+        print(f"flowstate: error: {refused_write(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("flowstate: interrupted", file=sys.stderr)

@@ -24,6 +24,7 @@ from pipeline.claim import claim_sweep
 from pipeline.dispatch import Progress, dispatch
 from pipeline.finish import finish_sweep
 from pipeline.manifest import check_manifest_belongs, write_manifest
+from pipeline.outputs import output_folder
 from pipeline.plan import Plan, earlier_sweeps, locate_sweep, plan_sweep, plan_table
 from pipeline.storage import storage_errors
 from pipeline.store.inventory import QUARANTINE
@@ -53,6 +54,7 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
     the disk refuses stops it with a :class:`~pipeline.storage.StorageError`."""
     console = console or Console()
     located = locate_sweep(job_path, out=out)
+    output_folder(located[1].parent, "--out" if out is not None else f"{job_path}: output_dir", make=not dry_run)
     if dry_run:
         console.print(plan_table(plan_sweep(job_path, located=located)))
         return None
