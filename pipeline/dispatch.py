@@ -3,7 +3,8 @@
 Episodes run in Ray actors (local ``ray.init()`` by default, a cluster through ``address``).
 The driver keeps at most ``execution.concurrency`` episodes in flight, retries an episode whose
 actor died or whose model calls kept failing (up to ``execution.episode_attempts``), then records
-it as failed and goes on. Ctrl-C stops dispatching, cancels what is running and keeps everything
+it as failed and goes on. Ctrl-C or SIGTERM (:mod:`pipeline.stopping`), while Ray and the models
+start or while episodes run, stops dispatching, cancels what is running and keeps everything
 finished: a later run of the same job resumes from the episodes table.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +36,7 @@ from pipeline.manifest import code_version
 from pipeline.placement import on_this_node
 from pipeline.plan import Plan
 from pipeline.roles import aclose_caller
+from pipeline.stopping import keeping_stop_handlers, raise_if_stopping
 from pipeline.storage import storage_failure
 from pipeline.store.rows import failure_rows
 from pipeline.store.writer import remove_orphan_temporaries, write_episode
@@ -45,15 +46,6 @@ from pipeline.testhooks import actor_env, crash_point
 
 POLL_S = 0.5
 ACTORS_GONE_S = 10.0  # how long a stopped sweep waits for its killed actors to be gone
-# Set by ``request_stop``; the dispatch loop checks it, so a stop request is never lost even when
-# the KeyboardInterrupt it raises lands inside library code that swallows it.
-STOP_REQUESTED = threading.Event()
-
-
-def request_stop(signum: int, frame: Any) -> None:
-    """Signal handler for Ctrl-C and SIGTERM: stop cleanly, keeping finished episodes."""
-    STOP_REQUESTED.set()
-    raise KeyboardInterrupt
 METER_EVERY_S = 2.0
 # Told of each finished episode: its summary, or None for one recorded as an infrastructure failure.
 OnEpisode = Callable[[EpisodeSpec, EpisodeSummary | None], None]
@@ -109,25 +101,33 @@ def dispatch(plan: Plan, *, address: str | None, console: Console,
     todo = plan.todo
     if not todo:
         return progress, False
-    init_ray(address)
-    deployments = start_deployments(plan.sweep.job)
+    deployments: dict[str, Deployment] = {}
     try:
+        init_ray(address)
+        deployments = start_deployments(plan.sweep.job)
         check_schema_enforcement(plan.sweep.job, deployments)
         on_started({name: d.describe() for name, d in deployments.items()})
         progress.started = time.monotonic()  # rates count from the first dispatch, not from start-up
         return progress, _with_status(plan, deployments, todo, progress, console, on_episode)
+    except KeyboardInterrupt:  # while Ray or the models started (the episode loop handles its own)
+        console.print("interrupted while starting: no episode ran; run the same command again to resume")
+        return progress, True
     finally:
         stop_deployments(deployments)
 
 
 def init_ray(address: str | None) -> None:
+    """Start (or join) Ray, keeping this process's Ctrl-C and SIGTERM handlers (``ray.init``
+    replaces SIGTERM's)."""
     if ray.is_initialized():
         return
     env = {k: os.environ[k] for k in (DATA_ENV_VAR,) if k in os.environ}
     # A job's own plug-in modules next to it must import in the actors too (``plugins:``).
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
-    ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
-             log_to_driver=False, runtime_env={"env_vars": env})
+    with keeping_stop_handlers():
+        crash_point("starting")
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
+                 log_to_driver=False, runtime_env={"env_vars": env})
 
 
 def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: Sequence[EpisodeSpec], progress: Progress,
@@ -266,8 +266,7 @@ class Dispatcher:
         queue = EpisodeQueue(todo)
         try:
             while queue or self.in_flight:
-                if STOP_REQUESTED.is_set():
-                    raise KeyboardInterrupt
+                raise_if_stopping()
                 while queue and len(self.in_flight) < self.job.execution.concurrency:
                     spec, attempt = queue.pop()
                     self._submit(spec, attempt)

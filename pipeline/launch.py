@@ -69,17 +69,16 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
 
 
 def _dispatch_live(plan: Plan, job_path: Path, address: str | None, console: Console,
-                   started_at: datetime) -> tuple[Progress, bool]:
+                   live: LiveTracking | None) -> tuple[Progress, bool]:
     """Dispatch, with the sweep's MLflow runs live while episodes run (:mod:`pipeline.analysis.live`):
     they end KILLED when the user stops the sweep, FAILED when it raises, and stay RUNNING until
-    the sweep is logged in full at its end. Nothing to run: MLflow is not touched (nor imported)."""
+    the sweep is logged in full at its end. Nothing to run (``live`` None): MLflow is not touched
+    (nor imported)."""
     def started(deployments: dict[str, Any]) -> None:
         write_manifest(plan.sweep, plan.sweep_dir, job_path=job_path, deployments=deployments)
         if live is not None:
             live.start(deployments)
 
-    live = LiveTracking(plan, started_at=started_at, warn=lambda message: console.print(f"[yellow]{message}[/yellow]")
-                        ) if plan.todo else None
     try:
         progress, interrupted = dispatch(plan, address=address, console=console, on_started=started,
                                          on_episode=live.episode if live is not None else lambda spec, summary: None)
@@ -123,7 +122,9 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
     started_at = datetime.now(UTC)
     changes = bool(plan.todo or plan.retry)
     write_manifest(sweep, sweep_dir, job_path=job_path, unfinished=changes)
-    progress, interrupted = _dispatch_live(plan, job_path, address, console, started_at)
+    live = LiveTracking(plan, started_at=started_at, warn=lambda message: console.print(f"[yellow]{message}[/yellow]")
+                        ) if plan.todo else None
+    progress, interrupted = _dispatch_live(plan, job_path, address, console, live)
     result = SweepResult(
         sweep_id=sweep.sweep_id, sweep_dir=sweep_dir, episodes=len(sweep.episodes), skipped=len(plan.done),
         completed=progress.completed, failed=progress.failed, grading_failed=progress.grading_failed,
@@ -133,10 +134,22 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
         "started_at": started_at.isoformat(), "finished_at": datetime.now(UTC).isoformat(),
         **result.model_dump(mode="json", exclude={"sweep_dir", "sweep_id", "mlflow_run_id", "tracking_uri",
                                                   "finish_errors"})})
-    if interrupted:
-        console.print(f"not compacted or logged to MLflow (interrupted): resume, or run `flowstate compact {sweep_dir}` "
-                      f"and `flowstate track {sweep_dir}`")
-    else:
-        result.mlflow_run_id, result.tracking_uri, result.finish_errors = finish_sweep(
-            sweep_dir, console, skip_finished=not changes)
+    if not interrupted:
+        _finish(result, live, console, skip_finished=not changes)
+    if result.interrupted:
+        console.print(f"not compacted or logged to MLflow in full (interrupted): resume, or run `flowstate compact "
+                      f"{sweep_dir}` and `flowstate track {sweep_dir}`")
     return result
+
+
+def _finish(result: SweepResult, live: LiveTracking | None, console: Console, *, skip_finished: bool) -> None:
+    """Compact and log the sweep (:mod:`pipeline.finish`). Stopped meanwhile, it keeps every episode
+    and what the steps recorded as done; the runs the live tracking left RUNNING for the logging end
+    KILLED."""
+    try:
+        result.mlflow_run_id, result.tracking_uri, result.finish_errors = finish_sweep(
+            result.sweep_dir, console, skip_finished=skip_finished)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        if live is not None:
+            live.close(KILLED)

@@ -6,9 +6,9 @@ job, manifest, ``plan.json``; metrics ``plan.*``), and each cell with episodes t
 RUNNING child run. While episodes finish, the driver tallies what their summaries say per cell (no
 query, no file read) and a background thread pushes the tallies that changed, one ``log_batch``
 per run, at most every ``tracking.live_every_s`` seconds: ``live.*`` metrics at step = the cell's
-episodes done so far. The runs end with the sweep: KILLED after Ctrl-C / SIGTERM, FAILED after an
-error; a sweep that finishes is logged in full by :mod:`pipeline.analysis.tracking`, which ends
-them FINISHED.
+episodes done so far. The runs end with the sweep: KILLED after Ctrl-C / SIGTERM (one during the
+logging at its end included), FAILED after an error; a sweep that finishes is logged in full by
+:mod:`pipeline.analysis.tracking`, which ends them FINISHED.
 
 MLflow is only ever called from that thread, so a slow or failing store never stops or slows the
 sweep: the first failure is reported once, later pushes try again, and the logging at the end of the
@@ -117,7 +117,8 @@ class LiveTracking:
         self._warned = False
         self.parent_id: str | None = None
         self._children: dict[str, str] = {}  # cell id -> run id, the runs this sweep reopened or made
-        self._thread = threading.Thread(target=self._run, name="flowstate-mlflow-live", daemon=True)
+        self._client: MlflowClient | None = None
+        self._thread = self._new_thread()
 
     # -- the driver's side: cheap, never touches MLflow ------------------------------------------
     def episode(self, spec: EpisodeSpec, summary: EpisodeSummary | None) -> None:
@@ -137,10 +138,13 @@ class LiveTracking:
 
     def close(self, end_status: str | None = None) -> None:
         """Push what is left and stop; ``end_status`` (:data:`KILLED`, :data:`FAILED`) ends the runs,
-        None leaves them RUNNING for the logging at the end of the sweep. Remembers the parent in
-        the manifest. A sweep that failed before its models were up opens its runs here, to end them."""
+        None leaves them RUNNING for the logging at the end of the sweep (if that logging is stopped,
+        closing again with an end status ends them). Remembers the parent in the manifest. A sweep
+        that failed before its models were up opens its runs here, to end them."""
         self._end_status = end_status
         self._stop.set()
+        if self._thread.ident is not None and not self._thread.is_alive() and end_status is not None:
+            self._thread = self._new_thread()  # closed before: one more pass, to end the runs
         if self._thread.ident is None:
             if end_status is None:
                 return
@@ -152,12 +156,14 @@ class LiveTracking:
             record_mlflow_run(self.sweep_dir, self.parent_id)
 
     # -- the thread ---------------------------------------------------------------------------------
+    def _new_thread(self) -> threading.Thread:
+        return threading.Thread(target=self._run, name="flowstate-mlflow-live", daemon=True)
+
     def _run(self) -> None:
-        client = None
         while True:
             stopping = self._stop.is_set()
             try:
-                client = client or self._open()
+                client = self._client = self._client or self._open()
                 self._push(client)
                 if stopping and self._end_status is not None:
                     self._end(client, self._end_status)
