@@ -37,11 +37,14 @@ def _trace_replay(args: argparse.Namespace) -> int:
 
 
 # -- run ---------------------------------------------------------------------------------------
+CLAIM_LOST_STATUS = 3  # another driver took the sweep over while this one was stalled (pipeline.claim)
+
+
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from flowstate import UnknownPluginError
-    from pipeline.claim import SweepBusyError
+    from pipeline.claim import ClaimLostError, SweepBusyError
     from pipeline.data import BenchmarkDataError
     from pipeline.launch import run_sweep
     from pipeline.plugins import PluginError
@@ -61,6 +64,10 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # before the sweep started (planning, waiting for its claim)
         print("flowstate: interrupted", file=sys.stderr)
         return stop_status()
+    except ClaimLostError as exc:
+        print(f"flowstate: {exc}. This driver stopped dispatching and wrote nothing more; its episodes in flight "
+              "were cancelled unwritten, and the driver that holds the sweep runs them", file=sys.stderr)
+        return CLAIM_LOST_STATUS
     if result is None:
         return 0
     print(f"results: {result.sweep_dir}")

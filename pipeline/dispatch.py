@@ -5,7 +5,9 @@ The driver keeps at most ``execution.concurrency`` episodes in flight, retries a
 actor died or whose model calls kept failing (up to ``execution.episode_attempts``), then records
 it as failed and goes on. Ctrl-C or SIGTERM (:mod:`pipeline.stopping`), while Ray and the models
 start or while episodes run, stops dispatching, cancels what is running and keeps everything
-finished: a later run of the same job resumes from the episodes table.
+finished: a later run of the same job resumes from the episodes table. A driver whose claim another
+driver took over (:mod:`pipeline.claim`) dispatches no further episode: it cancels what is in flight
+(its actors store nothing more, the new holder runs those episodes) and writes nothing more.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rich.live import Live
 from flowstate import ProtocolMode
 from pipeline.actors import EpisodeActor, EpisodeAttemptError, EpisodeSummary, Meter, describe_error
 from pipeline.calls import CallFault
+from pipeline.claim import ClaimLostError, SweepClaim
 from pipeline.config import JobConfig
 from pipeline.data import DATA_ENV_VAR
 from pipeline.llm import verify_schema_enforcement
@@ -93,10 +96,11 @@ def status_line(p: Progress) -> str:
 
 def dispatch(plan: Plan, *, address: str | None, console: Console,
              on_started: Callable[[dict[str, Any]], None] = lambda described: None,
-             on_episode: OnEpisode = lambda spec, summary: None) -> tuple[Progress, bool]:
+             on_episode: OnEpisode = lambda spec, summary: None, claim: SweepClaim | None = None) -> tuple[Progress, bool]:
     """Run the plan's episodes still to do; returns the progress and whether the user interrupted.
     ``on_started`` receives the started deployments' descriptions (for the manifest), ``on_episode``
-    each episode as it finishes (for live tracking)."""
+    each episode as it finishes (for live tracking); ``claim``, the sweep's, is checked before each
+    episode (:class:`~pipeline.claim.ClaimLostError` once another driver took it over)."""
     progress = Progress(total=len(plan.sweep.episodes), skipped=len(plan.done))
     todo = plan.todo
     if not todo:
@@ -108,7 +112,7 @@ def dispatch(plan: Plan, *, address: str | None, console: Console,
         check_schema_enforcement(plan.sweep.job, deployments)
         on_started({name: d.describe() for name, d in deployments.items()})
         progress.started = time.monotonic()  # rates count from the first dispatch, not from start-up
-        return progress, _with_status(plan, deployments, todo, progress, console, on_episode)
+        return progress, _with_status(plan, deployments, todo, progress, console, on_episode, claim)
     except KeyboardInterrupt:  # while Ray or the models started (the episode loop handles its own)
         console.print("interrupted while starting: no episode ran; run the same command again to resume")
         return progress, True
@@ -131,7 +135,7 @@ def init_ray(address: str | None) -> None:
 
 
 def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: Sequence[EpisodeSpec], progress: Progress,
-                 console: Console, on_episode: OnEpisode) -> bool:
+                 console: Console, on_episode: OnEpisode, claim: SweepClaim | None) -> bool:
     """Run the episodes with a live status line; returns whether the user interrupted."""
     last_print = [0.0]
 
@@ -146,7 +150,7 @@ def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: Sequence[
     try:
         if live is not None:
             live.start()
-        Dispatcher(plan.sweep, plan.sweep_dir, deployments, progress, show, on_episode).run(todo)
+        Dispatcher(plan.sweep, plan.sweep_dir, deployments, progress, show, on_episode, claim).run(todo)
         return False
     except KeyboardInterrupt:
         console.print("interrupted: finished episodes are kept; run the same command again to resume")
@@ -231,7 +235,8 @@ class Dispatcher:
     """Keeps the actor pool busy, retries failures, records final failures."""
 
     def __init__(self, sweep: Sweep, sweep_dir: Path, deployments: Mapping[str, Deployment],
-                 progress: Progress, on_update: Callable[[Progress], None], on_episode: OnEpisode) -> None:
+                 progress: Progress, on_update: Callable[[Progress], None], on_episode: OnEpisode,
+                 claim: SweepClaim | None = None) -> None:
         self.sweep = sweep
         self.job = sweep.job
         self.sweep_dir = sweep_dir
@@ -239,6 +244,7 @@ class Dispatcher:
         self.progress = progress
         self.on_update = on_update
         self.on_episode = on_episode
+        self.claim = claim
         self.version = code_version()
         self.actors: list[Any] = []
         self.slots: dict[int, int] = {}
@@ -256,7 +262,8 @@ class Dispatcher:
         hooks = actor_env()  # test hooks (pipeline.testhooks) reach the actors on any cluster
         return EpisodeActor.options(max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=on_this_node(),
                                     runtime_env={"env_vars": hooks} if hooks else None).remote(
-            self.job, str(self.sweep_dir), self.deployments, self.version)
+            self.job, str(self.sweep_dir), self.deployments, self.version,
+            self.claim.fence if self.claim is not None else None)
 
     def run(self, todo: Sequence[EpisodeSpec]) -> None:
         n = actor_count(self.job, len(todo))
@@ -268,6 +275,7 @@ class Dispatcher:
             while queue or self.in_flight:
                 raise_if_stopping()
                 while queue and len(self.in_flight) < self.job.execution.concurrency:
+                    self._check_claim()  # before each episode: never one another driver runs too
                     spec, attempt = queue.pop()
                     self._submit(spec, attempt)
                 self._collect(queue)
@@ -275,21 +283,27 @@ class Dispatcher:
                 self._read_meters()
                 self.on_update(self.progress)
             self._read_meters(force=True)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, ClaimLostError):
             for ref in list(self.in_flight):
                 ray.cancel(ref, force=False)
             raise
         finally:
             self._stop_actors()
 
+    def _check_claim(self) -> None:
+        if self.claim is not None:
+            self.claim.check()
+
     def _stop_actors(self) -> None:
         """Kill the actors; if any was mid-episode (the sweep stopped early), wait until it is gone
-        (``ray.kill`` is asynchronous) and remove the temporaries its cut-short writes left."""
+        (``ray.kill`` is asynchronous) and remove the temporaries its cut-short writes left (unless
+        the sweep is another driver's now: those could be its)."""
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         if self.in_flight:
             ray.wait(list(self.in_flight), num_returns=len(self.in_flight), timeout=ACTORS_GONE_S)
-            remove_orphan_temporaries(self.sweep_dir)
+            if self.claim is None or not self.claim.lost.is_set():
+                remove_orphan_temporaries(self.sweep_dir)
 
     def _submit(self, spec: EpisodeSpec, attempt: int) -> None:
         index = min(self.slots, key=self.slots.__getitem__)
@@ -305,6 +319,7 @@ class Dispatcher:
             try:
                 summary = ray.get(ref)
             except RayError as exc:  # the actor died, the episode raised, or it was cancelled
+                self._check_claim()  # an actor that found the claim another's stored nothing
                 if storage_failure(exc) is not None:
                     raise  # the disk's failure, not the episode's: stop at once (pipeline.storage)
                 if isinstance(exc, RayActorError):

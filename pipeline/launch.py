@@ -20,7 +20,7 @@ from rich.console import Console
 
 from pipeline.analysis.compact import forget_episodes
 from pipeline.analysis.live import FAILED, KILLED, LiveTracking
-from pipeline.claim import claim_sweep
+from pipeline.claim import ClaimLostError, SweepClaim, claim_sweep
 from pipeline.dispatch import Progress, dispatch
 from pipeline.finish import finish_sweep
 from pipeline.manifest import check_manifest_belongs, write_manifest
@@ -61,19 +61,19 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
             console.print(f"the job differs from its earlier sweep {other.name} ({', '.join(changes) or 'code version'}): "
                           f"this is a new sweep, {located[0].sweep_id}; the earlier results stay in {other}")
     with storage_errors(), claim_sweep(located[1], "run", wait=wait, on_wait=lambda holder: console.print(
-            f"waiting for the sweep's other driver: {holder.describe()}")):
+            f"waiting for the sweep's other driver: {holder.describe()}")) as claim:
         if located[1].exists() and not fresh:
             check_manifest_belongs(located[1], located[0].sweep_id)
             _quarantine_bad_files(located[1], console)
-        return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console)
+        return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console, claim)
 
 
-def _dispatch_live(plan: Plan, job_path: Path, address: str | None, console: Console,
-                   live: LiveTracking | None) -> tuple[Progress, bool]:
+def _dispatch_live(plan: Plan, job_path: Path, address: str | None, console: Console, live: LiveTracking | None,
+                   claim: SweepClaim) -> tuple[Progress, bool]:
     """Dispatch, with the sweep's MLflow runs live while episodes run (:mod:`pipeline.analysis.live`):
     they end KILLED when the user stops the sweep, FAILED when it raises, and stay RUNNING until
-    the sweep is logged in full at its end. Nothing to run (``live`` None): MLflow is not touched
-    (nor imported)."""
+    the sweep is logged in full at its end, or for the driver that took the claim over. Nothing to
+    run (``live`` None): MLflow is not touched (nor imported)."""
     def started(deployments: dict[str, Any]) -> None:
         write_manifest(plan.sweep, plan.sweep_dir, job_path=job_path, deployments=deployments)
         if live is not None:
@@ -81,7 +81,12 @@ def _dispatch_live(plan: Plan, job_path: Path, address: str | None, console: Con
 
     try:
         progress, interrupted = dispatch(plan, address=address, console=console, on_started=started,
-                                         on_episode=live.episode if live is not None else lambda spec, summary: None)
+                                         on_episode=live.episode if live is not None else lambda spec, summary: None,
+                                         claim=claim)
+    except ClaimLostError:
+        if live is not None:
+            live.abandon()
+        raise
     except BaseException as exc:
         if live is not None:
             live.close(KILLED if isinstance(exc, KeyboardInterrupt) else FAILED)
@@ -106,7 +111,7 @@ def _quarantine_bad_files(sweep_dir: Path, console: Console) -> None:
                       f"{len(verification.bad_episodes)} episodes again")
 
 
-def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Console) -> SweepResult:
+def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Console, claim: SweepClaim) -> SweepResult:
     if plan.moved_aside is not None:
         console.print(f"--fresh: moved the earlier results to {plan.moved_aside}")
     if plan.retry:
@@ -124,7 +129,8 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
     write_manifest(sweep, sweep_dir, job_path=job_path, unfinished=changes)
     live = LiveTracking(plan, started_at=started_at, warn=lambda message: console.print(f"[yellow]{message}[/yellow]")
                         ) if plan.todo else None
-    progress, interrupted = _dispatch_live(plan, job_path, address, console, live)
+    progress, interrupted = _dispatch_live(plan, job_path, address, console, live, claim)
+    claim.check()  # the sweep is still this driver's to record and finish
     result = SweepResult(
         sweep_id=sweep.sweep_id, sweep_dir=sweep_dir, episodes=len(sweep.episodes), skipped=len(plan.done),
         completed=progress.completed, failed=progress.failed, grading_failed=progress.grading_failed,

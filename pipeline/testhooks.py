@@ -13,9 +13,10 @@ per value (a new value counts from zero).
   it ends at once with ``os._exit(97)``: no cleanup, no ``finally``, as after a SIGKILL. The phases
   that happen in an actor (``write``, ``grading``) SIGKILL the driver first: the test is of a sweep
   whose driver died there.
-- ``FLOWSTATE_SIGNAL_AT="<phase>[:<n>]"``: the n-th time (default 1) this process reaches ``phase``
-  it sends its driver SIGTERM, as a scheduler would, and goes on; at ``starting`` the signal is
-  sent once ``ray.init`` has installed its own handler, so it arrives while Ray starts.
+- ``FLOWSTATE_SIGNAL_AT="<phase>[:<n>][:<SIGNAL>]"``: the n-th time (default 1) this process
+  reaches ``phase`` it sends its driver SIGNAL (default SIGTERM, as a scheduler would; SIGSTOP
+  pauses it, as a paused VM) and goes on; at ``starting`` the signal is sent once ``ray.init`` has
+  installed its own SIGTERM handler, so it arrives while Ray starts.
 """
 
 from __future__ import annotations
@@ -81,12 +82,13 @@ def crash_point(phase: Phase) -> None:
     phase and this is its n-th time; send the driver SIGTERM if ``FLOWSTATE_SIGNAL_AT`` does."""
     driver = int(os.environ.get(DRIVER_PID_ENV) or os.getpid())
     if (count := _reached(SIGNAL_ENV, phase)) is not None:
-        print(f"flowstate: test hook {SIGNAL_ENV}: SIGTERM at {phase} ({count})", file=sys.stderr, flush=True)
+        sent = signal.Signals[(os.environ[SIGNAL_ENV].split(":")[2:] or ["SIGTERM"])[0]]
+        print(f"flowstate: test hook {SIGNAL_ENV}: {sent.name} at {phase} ({count})", file=sys.stderr, flush=True)
         if phase == "starting":
-            threading.Thread(target=_sigterm_once_replaced, args=(driver, signal.getsignal(signal.SIGTERM)),
+            threading.Thread(target=_signal_once_replaced, args=(driver, sent, signal.getsignal(signal.SIGTERM)),
                              daemon=True).start()
         else:
-            os.kill(driver, signal.SIGTERM)
+            os.kill(driver, sent)
     if (count := _reached(CRASH_ENV, phase)) is not None:
         print(f"flowstate: test hook {CRASH_ENV}: crashing at {phase} ({count})", file=sys.stderr, flush=True)
         if driver != os.getpid():
@@ -99,7 +101,8 @@ def _reached(variable: str, phase: Phase) -> int | None:
     setting = os.environ.get(variable)
     if not setting:
         return None
-    wanted, _, n = setting.partition(":")
+    wanted, _, rest = setting.partition(":")
+    n = rest.partition(":")[0]
     if wanted not in PHASES:
         raise ValueError(f"{variable}: unknown phase {wanted!r} (one of {', '.join(PHASES)})")
     if wanted != phase:
@@ -109,13 +112,13 @@ def _reached(variable: str, phase: Phase) -> int | None:
     return count if count == int(n or 1) else None
 
 
-def _sigterm_once_replaced(driver: int, handler: object, limit_s: float = 60) -> None:
-    """SIGTERM to ``driver`` once the SIGTERM handler is no longer ``handler`` (``ray.init`` has
+def _signal_once_replaced(driver: int, sent: signal.Signals, handler: object, limit_s: float = 60) -> None:
+    """``sent`` to ``driver`` once the SIGTERM handler is no longer ``handler`` (``ray.init`` has
     installed its own), or after ``limit_s``."""
     deadline = time.monotonic() + limit_s
     while signal.getsignal(signal.SIGTERM) is handler and time.monotonic() < deadline:
         time.sleep(0.001)
-    os.kill(driver, signal.SIGTERM)
+    os.kill(driver, sent)
 
 
 def wait_until_settled(sweep_dir: Path, quiet_s: float = 1.5, limit_s: float = 60) -> None:

@@ -114,6 +114,7 @@ class LiveTracking:
         self._parent_params: set[str] = set()  # those the parent has (MLflow params cannot change)
         self._stop = threading.Event()
         self._end_status: str | None = None
+        self._abandoned = False
         self._warned = False
         self.parent_id: str | None = None
         self._children: dict[str, str] = {}  # cell id -> run id, the runs this sweep reopened or made
@@ -155,6 +156,14 @@ class LiveTracking:
         if self.parent_id is not None:
             record_mlflow_run(self.sweep_dir, self.parent_id)
 
+    def abandon(self) -> None:
+        """Another driver took the sweep over: stop without a last push, leaving the runs (they are
+        the new driver's now) and the manifest alone."""
+        self._abandoned = True
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(CLOSE_WAIT_S)
+
     # -- the thread ---------------------------------------------------------------------------------
     def _new_thread(self) -> threading.Thread:
         return threading.Thread(target=self._run, name="flowstate-mlflow-live", daemon=True)
@@ -162,6 +171,8 @@ class LiveTracking:
     def _run(self) -> None:
         while True:
             stopping = self._stop.is_set()
+            if self._abandoned:
+                return
             try:
                 client = self._client = self._client or self._open()
                 self._push(client)
