@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from pipeline.manifest import finished_steps, record_finished
+from pipeline.redaction import redact_url
 from pipeline.stopping import raise_if_stopping
 from pipeline.storage import describe, remedy, storage_failure
 
@@ -55,8 +56,8 @@ def finish_sweep(sweep_dir: Path, console: Console, *, skip_finished: bool = Fal
                           f"{t.traces_logged} traces) at {t.tracking_uri} in {t.duration_s:.1f}s")
         except Exception as exc:  # noqa: BLE001 - e.g. a tracking server that is down; the results are on disk
             raise_if_stopping()
-            errors.append(f"MLflow logging failed ({type(exc).__name__}: {exc}); run `flowstate track {sweep_dir}` "
-                          "to retry")
+            errors.append(f"MLflow logging failed ({type(exc).__name__}: {redact_url(str(exc))}); run `flowstate track "
+                          f"{sweep_dir}` to retry")  # the store's URL is in MLflow's errors, password and all
     for error in errors:
         console.print(f"[red]{error}[/red]")
     return run_id, uri, errors

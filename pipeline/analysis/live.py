@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.manifest import read_manifest, record_mlflow_run
+from pipeline.redaction import redact_url
 from pipeline.tally import EpisodeTally
 
 if TYPE_CHECKING:  # the imports that pull in MLflow happen in the thread, not at sweep start
@@ -179,7 +180,8 @@ class LiveTracking:
                 if stopping and self._end_status is not None:
                     self._end(client, self._end_status)
             except Exception as exc:  # noqa: BLE001 - a store that fails must not stop the sweep
-                self._warn_once(f"MLflow live tracking failed ({type(exc).__name__}: {exc}); the sweep goes on, "
+                # MLflow's errors name the store's URL, and with it any password the URL holds
+                self._warn_once(f"MLflow live tracking failed ({type(exc).__name__}: {redact_url(str(exc))}); the sweep goes on, "
                                 "and its results are logged in full at its end or by `flowstate track`")
             if stopping:
                 return
