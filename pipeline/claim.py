@@ -256,7 +256,11 @@ def _acquire(path: Path, action: str, wait: bool, on_wait: Callable[[ClaimHolder
         now = datetime.now(UTC)
         claim = SweepClaim(path, ClaimHolder(host=gethostname(), pid=os.getpid(), action=action, since=now,
                                              heartbeat=now, token=uuid.uuid4().hex), fd)
-        claim.write(claim.holder)
+        try:
+            claim.write(claim.holder)
+        except BaseException:  # a full disk: no empty claim left behind
+            claim.release()
+            raise
         return claim
 
 
@@ -272,8 +276,10 @@ def _look(path: Path) -> _Look:
         with open(path, "rb") as handle:
             stat = os.fstat(handle.fileno())
             return _Look(handle.read(), (stat.st_dev, stat.st_ino))
-    except OSError:
+    except FileNotFoundError:
         return _Look(None, None)
+    except OSError:  # there, but this process cannot read it: watched like a claim being written
+        return _Look(None, (0, 0))
 
 
 def _parse(data: bytes | None) -> ClaimHolder | None:
