@@ -83,6 +83,7 @@ def _dispatch_live(plan: Plan, job_path: Path, address: str | None, console: Con
         progress, interrupted = dispatch(plan, address=address, console=console, on_started=started,
                                          on_episode=live.episode if live is not None else lambda spec, summary: None,
                                          claim=claim)
+        claim.check()  # the sweep is still this driver's to record and finish
     except ClaimLostError:
         if live is not None:
             live.abandon()
@@ -130,7 +131,6 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
     live = LiveTracking(plan, started_at=started_at, warn=lambda message: console.print(f"[yellow]{message}[/yellow]")
                         ) if plan.todo else None
     progress, interrupted = _dispatch_live(plan, job_path, address, console, live, claim)
-    claim.check()  # the sweep is still this driver's to record and finish
     result = SweepResult(
         sweep_id=sweep.sweep_id, sweep_dir=sweep_dir, episodes=len(sweep.episodes), skipped=len(plan.done),
         completed=progress.completed, failed=progress.failed, grading_failed=progress.grading_failed,

@@ -180,8 +180,8 @@ class LiveTracking:
                 if stopping and self._end_status is not None:
                     self._end(client, self._end_status)
             except Exception as exc:  # noqa: BLE001 - a store that fails must not stop the sweep
-                # MLflow's errors name the store's URL, and with it any password the URL holds
-                self._warn_once(f"MLflow live tracking failed ({type(exc).__name__}: {redact_url(str(exc))}); the sweep goes on, "
+                error = redact_url(str(exc))  # MLflow's errors name the store's URL, a password in it included
+                self._warn_once(f"MLflow live tracking failed ({type(exc).__name__}: {error}); the sweep goes on, "
                                 "and its results are logged in full at its end or by `flowstate track`")
             if stopping:
                 return
