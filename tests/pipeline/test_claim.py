@@ -100,8 +100,8 @@ def test_another_hosts_claim_is_judged_by_its_heartbeats_never_by_its_clock(tmp_
     monkeypatch.setattr(claim, "LEASE_S", 0.3)
     monkeypatch.setattr(claim, "POLL_S", 0.02)
     behind, ahead = tmp_path / "job-behind", tmp_path / "job-ahead"
-    with another_driver_holds(behind, heartbeat_age_s=86_400) as path, beating(path):
-        with pytest.raises(SweepBusyError, match="pid 4242 on node-7"), claim_sweep(behind, "run"):
+    with another_driver_holds(behind, heartbeat_age_s=86_400) as path:
+        with beating(path), pytest.raises(SweepBusyError, match="pid 4242 on node-7"), claim_sweep(behind, "run"):
             pass
         assert read_holder(path).token == "other"
     with another_driver_holds(ahead, heartbeat_age_s=-86_400):
