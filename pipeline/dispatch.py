@@ -274,6 +274,7 @@ class Dispatcher:
         try:
             while queue or self.in_flight:
                 raise_if_stopping()
+                self._check_claim()  # also while only waiting: a lost claim stops the sweep
                 while queue and len(self.in_flight) < self.job.execution.concurrency:
                     self._check_claim()  # before each episode: never one another driver runs too
                     spec, attempt = queue.pop()
