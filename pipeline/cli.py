@@ -61,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError, SweepBusyError,
             StorageError) as exc:
         raise CliError(str(exc)) from None
-    except KeyboardInterrupt:  # before the sweep started (planning, waiting for its claim)
+    except KeyboardInterrupt:  # one the sweep did not handle itself (planning, waiting for its claim)
         print("flowstate: interrupted", file=sys.stderr)
         return stop_status()
     except ClaimLostError as exc:
