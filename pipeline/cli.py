@@ -37,23 +37,23 @@ def _trace_replay(args: argparse.Namespace) -> int:
 
 
 # -- run ---------------------------------------------------------------------------------------
-def _run(args: argparse.Namespace) -> int:
-    import signal
+CLAIM_LOST_STATUS = 3  # another driver took the sweep over while this one was stalled (pipeline.claim)
 
+
+def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from flowstate import UnknownPluginError
-    from pipeline.claim import SweepBusyError
+    from pipeline.claim import ClaimLostError, SweepBusyError
     from pipeline.data import BenchmarkDataError
-    from pipeline.dispatch import request_stop
     from pipeline.launch import run_sweep
     from pipeline.plugins import PluginError
+    from pipeline.stopping import install_stop_handlers, stop_status
     from pipeline.storage import StorageError
     from pipeline.yaml_errors import ConfigError
 
     # Ctrl-C and SIGTERM (a scheduler, `kill`) stop cleanly: finished episodes kept, servers stopped.
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    install_stop_handlers()
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
     try:
         result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run,
@@ -61,6 +61,13 @@ def _run(args: argparse.Namespace) -> int:
     except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError, SweepBusyError,
             StorageError) as exc:
         raise CliError(str(exc)) from None
+    except KeyboardInterrupt:  # one the sweep did not handle itself (planning, waiting for its claim)
+        print("flowstate: interrupted", file=sys.stderr)
+        return stop_status()
+    except ClaimLostError as exc:
+        print(f"flowstate: {exc}. This driver stopped dispatching and wrote nothing more; its episodes in flight "
+              "were cancelled unwritten, and the driver that holds the sweep runs them", file=sys.stderr)
+        return CLAIM_LOST_STATUS
     if result is None:
         return 0
     print(f"results: {result.sweep_dir}")
@@ -69,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
     if result.tracking_uri:
         print(f"  compare runs: mlflow ui --backend-store-uri {result.tracking_uri}")
     if result.interrupted:
-        return 130
+        return stop_status()
     return 1 if result.failed or result.finish_errors else 0
 
 

@@ -80,11 +80,18 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _track(args: argparse.Namespace) -> int:
+    from mlflow.exceptions import MlflowException
+
     from pipeline.analysis.tracking import log_sweep
+    from pipeline.redaction import redact_url
     from pipeline.store.files import sweep_dirs
 
     for sweep in _guard(lambda: sweep_dirs(args.dir)):
-        r = _guard(lambda s=sweep: log_sweep(s, experiment=args.experiment, tracking_uri=args.tracking_uri))
+        try:
+            r = _guard(lambda s=sweep: log_sweep(s, experiment=args.experiment, tracking_uri=args.tracking_uri))
+        except MlflowException as exc:  # a store that fails: its message names the URL, password and all
+            raise CliError(f"{sweep}: MLflow logging failed ({redact_url(str(exc))}); the results are on disk: run "
+                           f"`flowstate track {sweep}` again once the store answers") from None
         print(f"{sweep.name}: run {r.parent_run_id} ({len(r.child_run_ids)} cells, {r.metrics_logged} metrics, "
               f"{r.traces_logged} traces) in experiment {r.experiment_id} at {r.tracking_uri}")
     return 0
