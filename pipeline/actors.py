@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from flowstate import METHODS, Capability, ChatMessage, Completion, Embedder, Embeddings, Policy
 from pipeline.benchmarks.plugin import benchmark_of
 from pipeline.calls import CallFault, CallLog
+from pipeline.claim import ClaimFence
 from pipeline.config import JobConfig
 from pipeline.episode import EpisodeCallers, run_sweep_episode
 from pipeline.llm.deployments import Deployment
@@ -127,11 +128,14 @@ class MeteredEmbedder:
 
 
 class EpisodeWorker:
-    """Runs and stores episodes in this process (the actor's body; usable without Ray in tests)."""
+    """Runs and stores episodes in this process (the actor's body; usable without Ray in tests).
+    With the ``fence`` of its driver's claim, it stores an episode only while that claim stands."""
 
-    def __init__(self, job: JobConfig, sweep_dir: Path, deployments: Mapping[str, Deployment], code_version: str) -> None:
+    def __init__(self, job: JobConfig, sweep_dir: Path, deployments: Mapping[str, Deployment], code_version: str,
+                 fence: ClaimFence | None = None) -> None:
         self.job = job
         self.sweep_dir = Path(sweep_dir)
+        self.fence = fence
         self.models = EpisodeModels(deployments, count_tokens=job.analysis.count_tokens)
         self.code_version = code_version
         self.meter = Meter()
@@ -176,6 +180,8 @@ class EpisodeWorker:
         # Encoding the files is CPU (here, where it needs no hand-over of the GIL); writing them is
         # I/O, which must not stall the other episodes' calls on a slow disk.
         encoded = encode_episode(self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
+        if self.fence is not None:
+            self.fence.check()  # another driver took the sweep over and runs this episode: store nothing
         await asyncio.to_thread(store_episode, encoded)
         episode = rows["episodes"][0]
         return EpisodeSummary(
@@ -193,9 +199,10 @@ class EpisodeActor:
     """Ray host of an :class:`EpisodeWorker`; ``meter`` has its own concurrency group so a busy
     actor still answers the driver's progress polls."""
 
-    def __init__(self, job: JobConfig, sweep_dir: str, deployments: Mapping[str, Deployment], code_version: str) -> None:
+    def __init__(self, job: JobConfig, sweep_dir: str, deployments: Mapping[str, Deployment], code_version: str,
+                 fence: ClaimFence | None = None) -> None:
         convert_rows_without_pandas()
-        self._runner = EpisodeWorker(job, Path(sweep_dir), deployments, code_version)
+        self._runner = EpisodeWorker(job, Path(sweep_dir), deployments, code_version, fence)
         settle_heap()
 
     async def run(self, spec: EpisodeSpec, attempt: int, earlier_faults: Sequence[CallFault] = ()) -> EpisodeSummary:

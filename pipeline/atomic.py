@@ -25,10 +25,13 @@ def _staged(path: Path, before_rename: Callable[[Path], None] | None) -> Iterato
     """A fresh hidden temporary beside ``path`` (its open descriptor and its name), renamed to
     ``path`` when the block ends well and removed when it does not; the caller closes the descriptor."""
     try:
-        descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
-    except FileNotFoundError:  # the folder's first file (creating it up front costs a call per write)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
+        try:
+            descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
+        except FileNotFoundError:  # the folder's first file (creating it up front costs a call per write)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
+    except OSError as exc:  # a read-only or full folder: name the file that was to be written
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     temporary = Path(name)
     try:
         yield descriptor, temporary

@@ -37,23 +37,23 @@ def _trace_replay(args: argparse.Namespace) -> int:
 
 
 # -- run ---------------------------------------------------------------------------------------
-def _run(args: argparse.Namespace) -> int:
-    import signal
+CLAIM_LOST_STATUS = 3  # another driver took the sweep over while this one was stalled (pipeline.claim)
 
+
+def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from flowstate import UnknownPluginError
-    from pipeline.claim import SweepBusyError
+    from pipeline.claim import ClaimLostError, SweepBusyError
     from pipeline.data import BenchmarkDataError
-    from pipeline.dispatch import request_stop
     from pipeline.launch import run_sweep
     from pipeline.plugins import PluginError
+    from pipeline.stopping import install_stop_handlers, stop_status
     from pipeline.storage import StorageError
     from pipeline.yaml_errors import ConfigError
 
     # Ctrl-C and SIGTERM (a scheduler, `kill`) stop cleanly: finished episodes kept, servers stopped.
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    install_stop_handlers()
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
     try:
         result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run,
@@ -61,6 +61,13 @@ def _run(args: argparse.Namespace) -> int:
     except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError, SweepBusyError,
             StorageError) as exc:
         raise CliError(str(exc)) from None
+    except KeyboardInterrupt:  # one the sweep did not handle itself (planning, waiting for its claim)
+        print("flowstate: interrupted", file=sys.stderr)
+        return stop_status()
+    except ClaimLostError as exc:
+        print(f"flowstate: {exc}. This driver stopped dispatching and wrote nothing more; its episodes in flight "
+              "were cancelled unwritten, and the driver that holds the sweep runs them", file=sys.stderr)
+        return CLAIM_LOST_STATUS
     if result is None:
         return 0
     print(f"results: {result.sweep_dir}")
@@ -69,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
     if result.tracking_uri:
         print(f"  compare runs: mlflow ui --backend-store-uri {result.tracking_uri}")
     if result.interrupted:
-        return 130
+        return stop_status()
     return 1 if result.failed or result.finish_errors else 0
 
 
@@ -87,7 +94,7 @@ def _grade(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     for sweep in sweeps:
         try:
-            summary = asyncio.run(regrade(sweep, basis=args.basis))
+            summary = asyncio.run(regrade(sweep, basis=args.basis, plugins=args.plugin))
         except (FileNotFoundError, ValueError, SweepBusyError) as exc:
             raise CliError(str(exc)) from None
         mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
@@ -100,29 +107,40 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    import warnings
+
     from pipeline.claim import read_claim
-    from pipeline.store.files import NoResultsError, sweep_dirs
+    from pipeline.store.copies import shared_episodes
+    from pipeline.store.files import IncompleteResultsWarning, NoResultsError, sweep_dirs
     from pipeline.store.verify import verify_sweep
 
     try:
         sweeps = sweep_dirs(args.runs)
     except NoResultsError as exc:
         raise CliError(str(exc)) from None
-    bad = 0
+    bad = copies = 0
     for sweep in sweeps:
         holder = read_claim(sweep)
         if holder is not None:
             print(f"{sweep.name}: held by {holder.describe()}: files may change while they are checked", file=sys.stderr)
         result = verify_sweep(sweep)
         legacy = f", {result.unrecorded} written before the inventory" if result.unrecorded else ""
+        twice = f"; {len(result.duplicates)} parts hold episodes a newer part holds too" if result.duplicates else ""
         print(f"{sweep.name}: {result.checked} files checked in {result.duration_s:.1f}s{legacy}: "
-              + (f"{len(result.problems)} bad or missing" if result.problems else "all as written"))
-        for problem in result.problems:
+              + (f"{len(result.problems)} bad or missing" if result.problems else "all as written") + twice)
+        for problem in result.problems + result.duplicates:
             print(f"  {problem.describe()}")
         bad += len(result.problems)
+        copies += len(result.duplicates)
+    with warnings.catch_warnings():  # a broken file is listed above already
+        warnings.simplefilter("ignore", IncompleteResultsWarning)
+        shared = shared_episodes(sweeps)
+    for one, other, count in shared:
+        print(f"{one.name} and {other.name} hold {count} of the same episodes (a copied sweep, or jobs that share "
+              "cells): readers of both read each episode once, from one of them")
     if bad:
         print("`flowstate run` of the job moves bad files to quarantine/ and runs their episodes again", file=sys.stderr)
-    return 1 if bad else 0
+    return 1 if bad or copies else 0
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -171,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade = commands.add_parser("grade", help="grade stored episodes again (no re-simulation)")
     grade.add_argument("runs", type=Path, help="a sweep directory, or a folder of sweeps")
     grade.add_argument("--basis", help="the benchmark's grading basis (τ-bench: task or classic); default: each cell's own")
+    grade.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                       help="import MODULE for the sweep's benchmarks or methods, beside the installed plug-ins "
+                            "(the modules a results folder names are never imported)")
     grade.set_defaults(handler=_grade)
 
     verify = commands.add_parser("verify", help="check every result file against the sweep's inventory")
@@ -218,6 +239,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except CliError as exc:
         print(f"flowstate: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a write the filesystem refused (read-only, no permission, full)
+        from pipeline.outputs import REFUSED, refused_write
+
+        if exc.errno not in REFUSED:
+            raise
+        print(f"flowstate: error: {refused_write(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("flowstate: interrupted", file=sys.stderr)

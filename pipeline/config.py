@@ -90,6 +90,9 @@ class Execution(Strict):
     # Attempts per episode after an infrastructure failure (actor died, endpoint down).
     episode_attempts: int = Field(default=3, gt=0)
     episode_timeout_s: float = Field(default=3600, gt=0)
+    # The most episodes the job may expand to (counted before any is made): a typo in trials or
+    # tasks is refused, not planned until memory runs out.
+    max_episodes: int = Field(default=10_000_000, gt=0)
 
 
 class Tracking(Strict):
@@ -237,6 +240,24 @@ def parse_job(data: dict[str, Any]) -> JobConfig:
     return JobConfig.model_validate(data)
 
 
+def _check_labels(job: JobConfig, path: Path) -> None:
+    """What a job file may not ask of its labels (a job read back from a manifest is taken as it ran):
+    a ``|`` or a line break, which would break the report's Markdown tables, and a baseline that is
+    no method's label, whose comparisons would all come out empty."""
+    labels = {f"methods[{i}].label": m.display for i, m in enumerate(job.methods)}
+    labels |= {f"agents[{i}].{'label' if a.label else 'deployment'}": a.name for i, a in enumerate(job.agents)}
+    for where, label in labels.items():
+        if any(c in label for c in "|\n\r"):
+            raise ConfigError(f"{path}: {where}: {label!r}: a label may not hold '|' or a line break "
+                              "(labels are columns of the report's tables)")
+    baseline, methods = job.analysis.baseline, [m.display for m in job.methods]
+    # As the report resolves it: "full_context" is the label "full_context-json" when that is the only one.
+    family = [m for m in methods if m.startswith(f"{baseline}-")]
+    if baseline is not None and baseline not in methods and len(family) != 1:
+        raise ConfigError(f"{path}: analysis.baseline: {baseline!r} is not the label of one of the job's methods "
+                          f"({', '.join(methods)}): every comparison with it would be empty")
+
+
 def load_job(path: Path | str) -> JobConfig:
     """Read and validate a job file; errors name the file, line and key."""
     path = Path(path)
@@ -255,4 +276,5 @@ def load_job(path: Path | str) -> JobConfig:
         if secrets.redact(value) != value:
             raise ConfigError(f"{path}: {where} holds a secret, and it is written as it is into results and logs: "
                               "give keys through api_key_env")
+    _check_labels(job, path)
     return job

@@ -3,8 +3,11 @@
 Episodes run in Ray actors (local ``ray.init()`` by default, a cluster through ``address``).
 The driver keeps at most ``execution.concurrency`` episodes in flight, retries an episode whose
 actor died or whose model calls kept failing (up to ``execution.episode_attempts``), then records
-it as failed and goes on. Ctrl-C stops dispatching, cancels what is running and keeps everything
-finished: a later run of the same job resumes from the episodes table.
+it as failed and goes on. Ctrl-C or SIGTERM (:mod:`pipeline.stopping`), while Ray and the models
+start or while episodes run, stops dispatching, cancels what is running and keeps everything
+finished: a later run of the same job resumes from the episodes table. A driver whose claim another
+driver took over (:mod:`pipeline.claim`) dispatches no further episode: it cancels what is in flight
+(its actors store nothing more, the new holder runs those episodes) and writes nothing more.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +30,7 @@ from rich.live import Live
 from flowstate import ProtocolMode
 from pipeline.actors import EpisodeActor, EpisodeAttemptError, EpisodeSummary, Meter, describe_error
 from pipeline.calls import CallFault
+from pipeline.claim import ClaimLostError, SweepClaim
 from pipeline.config import JobConfig
 from pipeline.data import DATA_ENV_VAR
 from pipeline.llm import verify_schema_enforcement
@@ -36,6 +39,7 @@ from pipeline.manifest import code_version
 from pipeline.placement import on_this_node
 from pipeline.plan import Plan
 from pipeline.roles import aclose_caller
+from pipeline.stopping import keeping_stop_handlers, raise_if_stopping
 from pipeline.storage import storage_failure
 from pipeline.store.rows import failure_rows
 from pipeline.store.writer import remove_orphan_temporaries, write_episode
@@ -45,15 +49,6 @@ from pipeline.testhooks import actor_env, crash_point
 
 POLL_S = 0.5
 ACTORS_GONE_S = 10.0  # how long a stopped sweep waits for its killed actors to be gone
-# Set by ``request_stop``; the dispatch loop checks it, so a stop request is never lost even when
-# the KeyboardInterrupt it raises lands inside library code that swallows it.
-STOP_REQUESTED = threading.Event()
-
-
-def request_stop(signum: int, frame: Any) -> None:
-    """Signal handler for Ctrl-C and SIGTERM: stop cleanly, keeping finished episodes."""
-    STOP_REQUESTED.set()
-    raise KeyboardInterrupt
 METER_EVERY_S = 2.0
 # Told of each finished episode: its summary, or None for one recorded as an infrastructure failure.
 OnEpisode = Callable[[EpisodeSpec, EpisodeSummary | None], None]
@@ -101,37 +96,46 @@ def status_line(p: Progress) -> str:
 
 def dispatch(plan: Plan, *, address: str | None, console: Console,
              on_started: Callable[[dict[str, Any]], None] = lambda described: None,
-             on_episode: OnEpisode = lambda spec, summary: None) -> tuple[Progress, bool]:
+             on_episode: OnEpisode = lambda spec, summary: None, claim: SweepClaim | None = None) -> tuple[Progress, bool]:
     """Run the plan's episodes still to do; returns the progress and whether the user interrupted.
     ``on_started`` receives the started deployments' descriptions (for the manifest), ``on_episode``
-    each episode as it finishes (for live tracking)."""
+    each episode as it finishes (for live tracking); ``claim``, the sweep's, is checked before each
+    episode (:class:`~pipeline.claim.ClaimLostError` once another driver took it over)."""
     progress = Progress(total=len(plan.sweep.episodes), skipped=len(plan.done))
     todo = plan.todo
     if not todo:
         return progress, False
-    init_ray(address)
-    deployments = start_deployments(plan.sweep.job)
+    deployments: dict[str, Deployment] = {}
     try:
+        init_ray(address)
+        deployments = start_deployments(plan.sweep.job)
         check_schema_enforcement(plan.sweep.job, deployments)
         on_started({name: d.describe() for name, d in deployments.items()})
         progress.started = time.monotonic()  # rates count from the first dispatch, not from start-up
-        return progress, _with_status(plan, deployments, todo, progress, console, on_episode)
+        return progress, _with_status(plan, deployments, todo, progress, console, on_episode, claim)
+    except KeyboardInterrupt:  # while Ray or the models started (the episode loop handles its own)
+        console.print("interrupted while starting: no episode ran; run the same command again to resume")
+        return progress, True
     finally:
         stop_deployments(deployments)
 
 
 def init_ray(address: str | None) -> None:
+    """Start (or join) Ray, keeping this process's Ctrl-C and SIGTERM handlers (``ray.init``
+    replaces SIGTERM's)."""
     if ray.is_initialized():
         return
     env = {k: os.environ[k] for k in (DATA_ENV_VAR,) if k in os.environ}
     # A job's own plug-in modules next to it must import in the actors too (``plugins:``).
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
-    ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
-             log_to_driver=False, runtime_env={"env_vars": env})
+    with keeping_stop_handlers():
+        crash_point("starting")
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
+                 log_to_driver=False, runtime_env={"env_vars": env})
 
 
 def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: Sequence[EpisodeSpec], progress: Progress,
-                 console: Console, on_episode: OnEpisode) -> bool:
+                 console: Console, on_episode: OnEpisode, claim: SweepClaim | None) -> bool:
     """Run the episodes with a live status line; returns whether the user interrupted."""
     last_print = [0.0]
 
@@ -146,7 +150,7 @@ def _with_status(plan: Plan, deployments: dict[str, Deployment], todo: Sequence[
     try:
         if live is not None:
             live.start()
-        Dispatcher(plan.sweep, plan.sweep_dir, deployments, progress, show, on_episode).run(todo)
+        Dispatcher(plan.sweep, plan.sweep_dir, deployments, progress, show, on_episode, claim).run(todo)
         return False
     except KeyboardInterrupt:
         console.print("interrupted: finished episodes are kept; run the same command again to resume")
@@ -231,7 +235,8 @@ class Dispatcher:
     """Keeps the actor pool busy, retries failures, records final failures."""
 
     def __init__(self, sweep: Sweep, sweep_dir: Path, deployments: Mapping[str, Deployment],
-                 progress: Progress, on_update: Callable[[Progress], None], on_episode: OnEpisode) -> None:
+                 progress: Progress, on_update: Callable[[Progress], None], on_episode: OnEpisode,
+                 claim: SweepClaim | None = None) -> None:
         self.sweep = sweep
         self.job = sweep.job
         self.sweep_dir = sweep_dir
@@ -239,6 +244,7 @@ class Dispatcher:
         self.progress = progress
         self.on_update = on_update
         self.on_episode = on_episode
+        self.claim = claim
         self.version = code_version()
         self.actors: list[Any] = []
         self.slots: dict[int, int] = {}
@@ -256,7 +262,8 @@ class Dispatcher:
         hooks = actor_env()  # test hooks (pipeline.testhooks) reach the actors on any cluster
         return EpisodeActor.options(max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=on_this_node(),
                                     runtime_env={"env_vars": hooks} if hooks else None).remote(
-            self.job, str(self.sweep_dir), self.deployments, self.version)
+            self.job, str(self.sweep_dir), self.deployments, self.version,
+            self.claim.fence if self.claim is not None else None)
 
     def run(self, todo: Sequence[EpisodeSpec]) -> None:
         n = actor_count(self.job, len(todo))
@@ -266,9 +273,10 @@ class Dispatcher:
         queue = EpisodeQueue(todo)
         try:
             while queue or self.in_flight:
-                if STOP_REQUESTED.is_set():
-                    raise KeyboardInterrupt
+                raise_if_stopping()
+                self._check_claim()  # also while only waiting: a lost claim stops the sweep
                 while queue and len(self.in_flight) < self.job.execution.concurrency:
+                    self._check_claim()  # before each episode: never one another driver runs too
                     spec, attempt = queue.pop()
                     self._submit(spec, attempt)
                 self._collect(queue)
@@ -276,21 +284,27 @@ class Dispatcher:
                 self._read_meters()
                 self.on_update(self.progress)
             self._read_meters(force=True)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, ClaimLostError):
             for ref in list(self.in_flight):
                 ray.cancel(ref, force=False)
             raise
         finally:
             self._stop_actors()
 
+    def _check_claim(self) -> None:
+        if self.claim is not None:
+            self.claim.check()
+
     def _stop_actors(self) -> None:
         """Kill the actors; if any was mid-episode (the sweep stopped early), wait until it is gone
-        (``ray.kill`` is asynchronous) and remove the temporaries its cut-short writes left."""
+        (``ray.kill`` is asynchronous) and remove the temporaries its cut-short writes left (unless
+        the sweep is another driver's now: those could be its)."""
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         if self.in_flight:
             ray.wait(list(self.in_flight), num_returns=len(self.in_flight), timeout=ACTORS_GONE_S)
-            remove_orphan_temporaries(self.sweep_dir)
+            if self.claim is None or not self.claim.lost.is_set():
+                remove_orphan_temporaries(self.sweep_dir)
 
     def _submit(self, spec: EpisodeSpec, attempt: int) -> None:
         index = min(self.slots, key=self.slots.__getitem__)
@@ -306,6 +320,7 @@ class Dispatcher:
             try:
                 summary = ray.get(ref)
             except RayError as exc:  # the actor died, the episode raised, or it was cancelled
+                self._check_claim()  # an actor that found the claim another's stored nothing
                 if storage_failure(exc) is not None:
                     raise  # the disk's failure, not the episode's: stop at once (pipeline.storage)
                 if isinstance(exc, RayActorError):

@@ -1,7 +1,8 @@
 """Phase 3 of ``flowstate run``: compact the sweep's files, then log it to MLflow.
 
-Either may fail without losing anything: the Parquet files stay as they are and both steps can be
-run again on their own (``flowstate compact DIR``, ``flowstate track DIR``).
+Either may fail, or be stopped (Ctrl-C, SIGTERM: ``KeyboardInterrupt``), without losing anything: the
+Parquet files stay as they are and both steps can be run again on their own (``flowstate compact
+DIR``, ``flowstate track DIR``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 from pipeline.manifest import finished_steps, record_finished
+from pipeline.redaction import redact_url
+from pipeline.stopping import raise_if_stopping
 from pipeline.storage import describe, remedy, storage_failure
 
 
@@ -32,6 +35,7 @@ def finish_sweep(sweep_dir: Path, console: Console, *, skip_finished: bool = Fal
             console.print(f"compacted {c.files_merged} files into {c.parts_written} parts ({c.rows_written:,} rows) "
                           f"in {c.duration_s:.1f}s")
         except Exception as exc:  # noqa: BLE001 - reported, and the per-episode files are intact
+            raise_if_stopping()  # a stop that DuckDB turned into "Query interrupted" is no failure
             disk = storage_failure(exc)  # a full disk: say which file, and what to do first
             first = f"{remedy(disk)}, then " if disk else ""
             errors.append(f"compaction failed ({describe(disk) if disk else exc}); {first}run `flowstate compact "
@@ -51,8 +55,9 @@ def finish_sweep(sweep_dir: Path, console: Console, *, skip_finished: bool = Fal
             console.print(f"MLflow: run {t.parent_run_id} ({len(t.child_run_ids)} cells, {t.metrics_logged} metrics, "
                           f"{t.traces_logged} traces) at {t.tracking_uri} in {t.duration_s:.1f}s")
         except Exception as exc:  # noqa: BLE001 - e.g. a tracking server that is down; the results are on disk
-            errors.append(f"MLflow logging failed ({type(exc).__name__}: {exc}); run `flowstate track {sweep_dir}` "
-                          "to retry")
+            raise_if_stopping()
+            errors.append(f"MLflow logging failed ({type(exc).__name__}: {redact_url(str(exc))}); run `flowstate track "
+                          f"{sweep_dir}` to retry")  # the store's URL is in MLflow's errors, password and all
     for error in errors:
         console.print(f"[red]{error}[/red]")
     return run_id, uri, errors

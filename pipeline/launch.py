@@ -20,10 +20,11 @@ from rich.console import Console
 
 from pipeline.analysis.compact import forget_episodes
 from pipeline.analysis.live import FAILED, KILLED, LiveTracking
-from pipeline.claim import claim_sweep
+from pipeline.claim import ClaimLostError, SweepClaim, claim_sweep
 from pipeline.dispatch import Progress, dispatch
 from pipeline.finish import finish_sweep
 from pipeline.manifest import check_manifest_belongs, write_manifest
+from pipeline.outputs import output_folder
 from pipeline.plan import Plan, earlier_sweeps, locate_sweep, plan_sweep, plan_table
 from pipeline.storage import storage_errors
 from pipeline.store.inventory import QUARANTINE
@@ -53,6 +54,7 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
     the disk refuses stops it with a :class:`~pipeline.storage.StorageError`."""
     console = console or Console()
     located = locate_sweep(job_path, out=out)
+    output_folder(located[1].parent, "--out" if out is not None else f"{job_path}: output_dir", make=not dry_run)
     if dry_run:
         console.print(plan_table(plan_sweep(job_path, located=located)))
         return None
@@ -61,28 +63,33 @@ def run_sweep(job_path: Path, *, out: Path | None = None, address: str | None = 
             console.print(f"the job differs from its earlier sweep {other.name} ({', '.join(changes) or 'code version'}): "
                           f"this is a new sweep, {located[0].sweep_id}; the earlier results stay in {other}")
     with storage_errors(), claim_sweep(located[1], "run", wait=wait, on_wait=lambda holder: console.print(
-            f"waiting for the sweep's other driver: {holder.describe()}")):
+            f"waiting for the sweep's other driver: {holder.describe()}")) as claim:
         if located[1].exists() and not fresh:
             check_manifest_belongs(located[1], located[0].sweep_id)
             _quarantine_bad_files(located[1], console)
-        return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console)
+        return _run_claimed(plan_sweep(job_path, fresh=fresh, located=located), job_path, address, console, claim)
 
 
-def _dispatch_live(plan: Plan, job_path: Path, address: str | None, console: Console,
-                   started_at: datetime) -> tuple[Progress, bool]:
+def _dispatch_live(plan: Plan, job_path: Path, address: str | None, console: Console, live: LiveTracking | None,
+                   claim: SweepClaim) -> tuple[Progress, bool]:
     """Dispatch, with the sweep's MLflow runs live while episodes run (:mod:`pipeline.analysis.live`):
     they end KILLED when the user stops the sweep, FAILED when it raises, and stay RUNNING until
-    the sweep is logged in full at its end. Nothing to run: MLflow is not touched (nor imported)."""
+    the sweep is logged in full at its end, or for the driver that took the claim over. Nothing to
+    run (``live`` None): MLflow is not touched (nor imported)."""
     def started(deployments: dict[str, Any]) -> None:
         write_manifest(plan.sweep, plan.sweep_dir, job_path=job_path, deployments=deployments)
         if live is not None:
             live.start(deployments)
 
-    live = LiveTracking(plan, started_at=started_at, warn=lambda message: console.print(f"[yellow]{message}[/yellow]")
-                        ) if plan.todo else None
     try:
         progress, interrupted = dispatch(plan, address=address, console=console, on_started=started,
-                                         on_episode=live.episode if live is not None else lambda spec, summary: None)
+                                         on_episode=live.episode if live is not None else lambda spec, summary: None,
+                                         claim=claim)
+        claim.check()  # the sweep is still this driver's to record and finish
+    except ClaimLostError:
+        if live is not None:
+            live.abandon()
+        raise
     except BaseException as exc:
         if live is not None:
             live.close(KILLED if isinstance(exc, KeyboardInterrupt) else FAILED)
@@ -107,7 +114,7 @@ def _quarantine_bad_files(sweep_dir: Path, console: Console) -> None:
                       f"{len(verification.bad_episodes)} episodes again")
 
 
-def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Console) -> SweepResult:
+def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Console, claim: SweepClaim) -> SweepResult:
     if plan.moved_aside is not None:
         console.print(f"--fresh: moved the earlier results to {plan.moved_aside}")
     if plan.retry:
@@ -123,7 +130,9 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
     started_at = datetime.now(UTC)
     changes = bool(plan.todo or plan.retry)
     write_manifest(sweep, sweep_dir, job_path=job_path, unfinished=changes)
-    progress, interrupted = _dispatch_live(plan, job_path, address, console, started_at)
+    live = LiveTracking(plan, started_at=started_at, warn=lambda message: console.print(f"[yellow]{message}[/yellow]")
+                        ) if plan.todo else None
+    progress, interrupted = _dispatch_live(plan, job_path, address, console, live, claim)
     result = SweepResult(
         sweep_id=sweep.sweep_id, sweep_dir=sweep_dir, episodes=len(sweep.episodes), skipped=len(plan.done),
         completed=progress.completed, failed=progress.failed, grading_failed=progress.grading_failed,
@@ -133,10 +142,22 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
         "started_at": started_at.isoformat(), "finished_at": datetime.now(UTC).isoformat(),
         **result.model_dump(mode="json", exclude={"sweep_dir", "sweep_id", "mlflow_run_id", "tracking_uri",
                                                   "finish_errors"})})
-    if interrupted:
-        console.print(f"not compacted or logged to MLflow (interrupted): resume, or run `flowstate compact {sweep_dir}` "
-                      f"and `flowstate track {sweep_dir}`")
-    else:
-        result.mlflow_run_id, result.tracking_uri, result.finish_errors = finish_sweep(
-            sweep_dir, console, skip_finished=not changes)
+    if not interrupted:
+        _finish(result, live, console, skip_finished=not changes)
+    if result.interrupted:
+        console.print(f"not compacted or logged to MLflow in full (interrupted): resume, or run `flowstate compact "
+                      f"{sweep_dir}` and `flowstate track {sweep_dir}`")
     return result
+
+
+def _finish(result: SweepResult, live: LiveTracking | None, console: Console, *, skip_finished: bool) -> None:
+    """Compact and log the sweep (:mod:`pipeline.finish`). Stopped meanwhile, it keeps every episode
+    and what the steps recorded as done; the runs the live tracking left RUNNING for the logging end
+    KILLED."""
+    try:
+        result.mlflow_run_id, result.tracking_uri, result.finish_errors = finish_sweep(
+            result.sweep_dir, console, skip_finished=skip_finished)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        if live is not None:
+            live.close(KILLED)

@@ -14,8 +14,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from flowstate.methods.layout import layout_of, layout_sha256
+from pipeline.analysis.cost import CostModel
 from pipeline.atomic import write_json_atomic
+from pipeline.benchmarks.plugin import BENCHMARKS, BenchmarkCatalog, benchmark_catalog
 from pipeline.sweep import Sweep
 
 MANIFEST = "manifest.json"
@@ -70,24 +74,107 @@ def prompt_layouts(sweep: Sweep) -> dict[str, dict[str, str]]:
             for cell in sweep.cells if (layout := layout_of(cell.method)) is not None}
 
 
+def benchmark_catalogs(sweep: Sweep) -> dict[str, dict[str, Any]]:
+    """The catalog of each benchmark the sweep runs (what readers need of it, so that they never
+    import a plug-in: :class:`~pipeline.benchmarks.plugin.BenchmarkCatalog`)."""
+    names = sorted({cell.benchmark.benchmark for cell in sweep.cells})
+    return {name: benchmark_catalog(BENCHMARKS.get(name)).model_dump(mode="json") for name in names}
+
+
 class ManifestError(ValueError):
-    """A manifest that cannot be this sweep's: not JSON, or another sweep's."""
+    """A manifest that cannot be this sweep's: not JSON, not shaped as a manifest, or another sweep's."""
 
 
-def read_manifest(sweep_dir: Path) -> dict[str, Any] | None:
-    """The sweep's manifest; None when there is none. Not JSON (a cut copy, a hand edit): an error
-    that names it."""
-    path = sweep_dir / MANIFEST
-    if not path.exists():
-        return None
+class _Open(BaseModel):
+    """Checks the types of the keys it names and keeps any other (a manifest of a later version)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class _Tracking(_Open):
+    experiment: str | None = None
+    tracking_uri: str | None = None
+    trace_samples_per_cell: int | None = None
+
+
+class _Analysis(_Open):
+    baseline: str | None = None
+    count_tokens: str | None = None
+    cost_model: CostModel | None = None
+
+
+class _Agent(_Open):
+    deployment: str
+    label: str | None = None
+
+
+class _Job(_Open):
+    name: str | None = None
+    plugins: list[str] = []
+    trials: int | None = None
+    seed: int | None = None
+    agents: list[_Agent] = []
+    deployments: dict[str, dict[str, Any]] = {}
+    tracking: _Tracking | None = None
+    analysis: _Analysis | None = None
+
+
+class _Manifest(_Open):
+    """What the readers of a manifest rely on: a hand-edited one that breaks it is refused at once,
+    naming the key, instead of failing deep inside a command."""
+
+    sweep_id: str
+    job_name: str | None = None
+    job_file: str | None = None
+    job: _Job = _Job()
+    created_at: str | None = None
+    code_version: str | None = None
+    versions: dict[str, Any] = {}
+    cells: list[dict[str, Any]] = []
+    episodes: int = 0
+    deployments: dict[str, Any] = {}
+    mlflow_run_id: str | None = None
+    finished: dict[str, dict[str, Any]] = {}
+    runs: list[dict[str, Any]] = []
+    benchmark_catalogs: dict[str, BenchmarkCatalog] = {}
+
+
+# How a hand edit broke a key, in a few words (pydantic's own message otherwise).
+_WHY = {"missing": "missing", "dict_type": "not a JSON object", "model_type": "not a JSON object",
+        "list_type": "not a list", "tuple_type": "not a list", "string_type": "not a string",
+        "int_type": "not a whole number", "int_parsing": "not a whole number"}
+
+
+def _load(path: Path) -> tuple[dict[str, Any], _Manifest]:
+    """The manifest at ``path`` as written and as checked; an error naming the file and the key."""
+    move_away = "move it away (the results beside it are intact, and a run writes a new one)"
     try:
         manifest = json.loads(path.read_text())
     except (ValueError, OSError) as exc:
-        raise ManifestError(f"{path} is not a readable manifest ({exc}); move it away (the results beside it "
-                            "are intact, and a run writes a new one)") from None
+        raise ManifestError(f"{path} is not a readable manifest ({exc}); {move_away}") from None
     if not isinstance(manifest, dict):
         raise ManifestError(f"{path} is not a manifest (a JSON object); move it away")
-    return manifest
+    try:
+        return manifest, _Manifest.model_validate(manifest)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"])
+        why = _WHY.get(error["type"], error["msg"])
+        raise ManifestError(f"{path}: {key}: {why} (a hand edit?); {move_away}") from None
+
+
+def read_manifest(sweep_dir: Path) -> dict[str, Any] | None:
+    """The sweep's manifest; None when there is none. Not JSON, or not shaped as a manifest (a cut
+    copy, a hand edit): an error that names it."""
+    path = sweep_dir / MANIFEST
+    return _load(path)[0] if path.exists() else None
+
+
+def recorded_catalogs(sweep_dir: Path) -> dict[str, BenchmarkCatalog]:
+    """The catalogs of the benchmarks the sweep ran, as its manifest recorded them (none: a sweep
+    written before manifests held them, or no manifest)."""
+    path = sweep_dir / MANIFEST
+    return _load(path)[1].benchmark_catalogs if path.exists() else {}
 
 
 def check_manifest_belongs(sweep_dir: Path, sweep_id: str) -> None:
@@ -118,6 +205,7 @@ def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments
         "versions": package_versions(),
         "data_checksums": sweep.data_checksums,
         "cells": [{"cell_id": c.cell_id, "label": c.label} for c in sweep.cells],
+        "benchmark_catalogs": benchmark_catalogs(sweep),
         "episodes": len(sweep.episodes),
         "deployments": secrets.redact(deployments) if deployments else previous.get("deployments", {}),
         "mlflow_run_id": previous.get("mlflow_run_id"),

@@ -21,7 +21,8 @@ from pipeline.estimate import estimate
 from pipeline.manifest import ManifestError, read_manifest
 from pipeline.store.files import REPLACED_MARK
 from pipeline.store.reader import finished_episodes
-from pipeline.sweep import Episodes, Sweep, expand
+from pipeline.sweep import Episodes, Sweep, SweepError, expand
+from pipeline.yaml_errors import ConfigError
 
 
 class Plan(BaseModel):
@@ -50,7 +51,11 @@ class Plan(BaseModel):
 
 def locate_sweep(job_path: Path, *, out: Path | None = None) -> tuple[Sweep, Path]:
     """The sweep of a job file and its directory."""
-    sweep = expand(load_job(job_path))
+    job = load_job(job_path)
+    try:
+        sweep = expand(job)
+    except SweepError as exc:
+        raise ConfigError(f"{job_path}: {exc}") from None
     return sweep, (out or sweep.job.output_dir) / sweep.sweep_id
 
 

@@ -5,7 +5,9 @@ A job's secrets are
 - the value of every environment variable a ``*_env`` key names when the rest of the key reads as a
   secret (``api_key_env: OPENAI_API_KEY``: the key itself is never in the job);
 - the value given to every ``${NAME}`` whose NAME reads as a secret (:func:`looks_secret`:
-  ``OPENAI_API_KEY``, ``HF_TOKEN``, ``DB_PASSWORD``), written back as the reference ``${NAME}``;
+  ``OPENAI_API_KEY``, ``HF_TOKEN``, ``DB_PASSWORD``), or whose value holds a URL's password or a
+  secret-named query parameter (``tracking_uri: "${MLFLOW_URI}"``), written back as the reference
+  ``${NAME}`` (so it can be read again from the environment);
 - a string written at a key that reads as a secret (``api_key: ...``, ``Authorization: ...``), and
   the password of a URL (``scheme://user:password@host``) or a URL query parameter named like a
   secret (``?token=...``): ``***``.
@@ -96,7 +98,7 @@ class Secrets:
             if len(environ.get(name) or "") >= MIN_SECRET_CHARS:
                 replacements[environ[name]] = REDACTED
         for name, value in (variables or {}).items():
-            if len(value or "") >= MIN_SECRET_CHARS and looks_secret(name):
+            if len(value or "") >= MIN_SECRET_CHARS and (looks_secret(name) or redact_url(value) != value):
                 replacements.setdefault(value, f"${{{name}}}")
         return cls(replacements)
 

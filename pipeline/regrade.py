@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from flowstate import Policy
 from pipeline.benchmarks.plugin import EpisodeRecord, JudgeRequiredError, benchmark_of
@@ -24,7 +25,8 @@ from pipeline.benchmarks.transcript import TranscriptMessage, TranscriptToolCall
 from pipeline.claim import claim_sweep
 from pipeline.config import JobConfig, parse_job
 from pipeline.episode import grade_episode
-from pipeline.manifest import forget_finished, read_manifest
+from pipeline.manifest import MANIFEST, forget_finished, read_manifest
+from pipeline.plugins import load_plugins
 from pipeline.store.files import PART_META_KEY, table_files
 from pipeline.store.reader import select
 from pipeline.store.rows import grade_columns, request_outcome_rows
@@ -54,32 +56,54 @@ def load_transcripts(files: list[Path]) -> dict[str, list[TranscriptMessage]]:
     return transcripts
 
 
-def sweep_job(sweep_dir: Path) -> JobConfig:
-    """The job the manifest recorded (after importing the plug-ins it names)."""
+def sweep_job(sweep_dir: Path, plugins: Sequence[str] = ()) -> JobConfig:
+    """The job the manifest recorded, known through the installed plug-ins and ``plugins`` (the
+    user's ``--plugin``): the modules the manifest names are never imported, since a results folder
+    is data, not code to run."""
     manifest = read_manifest(sweep_dir)
     if manifest is None or "job" not in manifest:
         raise FileNotFoundError(f"{sweep_dir}: no manifest.json with the job (is this a sweep directory?)")
-    return parse_job(manifest["job"])
+    load_plugins(plugins)
+    try:
+        return parse_job({**manifest["job"], "plugins": []})  # plugins: no part of an id
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        named = [m for m in manifest["job"].get("plugins") or [] if m not in plugins]
+        hint = (f"; the sweep ran with the plug-ins {', '.join(named)}: if you trust them, name each with "
+                "--plugin MODULE") if named else ""
+        raise ValueError(f"{sweep_dir / MANIFEST}: its job cannot be read here: "
+                         f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}{hint}") from None
+
+
+def _cells_by_stored_id(sweep_dir: Path, job: JobConfig) -> dict[str, Cell]:
+    """The job's cells by the ids its rows carry. The manifest lists those in the job's cell order,
+    so a sweep made before a cell's identity changed (group travel's text revision) is graded too."""
+    cells = job_cells(job)
+    stored = [c["cell_id"] for c in (read_manifest(sweep_dir) or {}).get("cells", [])]
+    ids = stored if len(stored) == len(cells) else [c.cell_id for c in cells]
+    return dict(zip(ids, cells, strict=True))
 
 
 def _ids(row: dict[str, Any]) -> dict[str, Any]:
     return {f.name: row[f.name] for f in ID_FIELDS} | {"schema_version": SCHEMA_VERSION}
 
 
-async def regrade(sweep_dir: Path, *, basis: str | None = None, judge: Policy | None = None) -> RegradeSummary:
+async def regrade(sweep_dir: Path, *, basis: str | None = None, judge: Policy | None = None,
+                  plugins: Sequence[str] = ()) -> RegradeSummary:
     """Grade every simulated episode of a sweep again; infrastructure failures are left as they are.
-    Takes the sweep's claim: it rewrites the episodes table."""
+    ``plugins``: modules to import for the sweep's benchmarks beside the installed ones (never those
+    its manifest names). Takes the sweep's claim: it rewrites the episodes table."""
+    job = sweep_job(sweep_dir, plugins)
     with claim_sweep(sweep_dir, "grade"):
         forget_finished(sweep_dir)  # rewritten rows: the compacted parts may stay, MLflow is out of date
-        return await _regrade(sweep_dir, basis, judge)
+        return await _regrade(sweep_dir, job, basis, judge)
 
 
-async def _regrade(sweep_dir: Path, basis: str | None, judge: Policy | None) -> RegradeSummary:
+async def _regrade(sweep_dir: Path, job: JobConfig, basis: str | None, judge: Policy | None) -> RegradeSummary:
     files = table_files(sweep_dir)
     if not files["episodes"]:
         raise FileNotFoundError(f"{sweep_dir}: no episodes table (is this a sweep directory?)")
-    job = sweep_job(sweep_dir)
-    cells: dict[str, Cell] = {cell.cell_id: cell for cell in job_cells(job)}
+    cells = _cells_by_stored_id(sweep_dir, job)
     transcripts = load_transcripts(files["transcript"])
     changed = ungraded = total = needs_judge = 0
     rewards: list[float] = []

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline.store.reader import runs_table_files, select
+from pipeline.store.copies import read_set
+from pipeline.store.files import NoResultsError, sweep_dirs
+from pipeline.store.reader import select
 
 SHORT = 100  # ids, arguments, summaries
 LONG = 400  # queries, messages, tool results, completions
@@ -56,30 +58,34 @@ NODES = ("list_transform(from_json(repository_json, '{\"nodes\": [{\"source_requ
          f"'origin': x.origin, 'summary': left(x.summary, {SHORT})}}) AS nodes")
 
 
-def _rows(runs: Path, table: str, columns: str, tail: str, params: list[Any]) -> list[dict]:
-    return select(runs_table_files(runs, table), columns, tail, params)
-
-
 def load_episode(runs: Path, episode_id: str) -> dict[str, list[dict]]:
-    """What ``render`` shows of the episode, every text cut; ``episode_id`` may be a unique prefix."""
-    episodes = _rows(runs, "episodes", EPISODE, "WHERE starts_with(episode_id, ?) ORDER BY episode_id", [episode_id])
-    ids = sorted({e["episode_id"] for e in episodes})
+    """What ``render`` shows of the episode, every text cut; ``episode_id`` may be a unique prefix.
+    An episode with several copies under ``runs`` is shown from the one every reader reads
+    (:mod:`pipeline.store.copies`)."""
+    try:
+        read = read_set(sweep_dirs(runs))
+    except NoResultsError:
+        raise EpisodeNotFound(f"no episode {episode_id!r} under {runs}") from None
+    ids = [r["episode_id"] for r in select(read.files["episodes"], "DISTINCT episode_id",
+                                           "WHERE starts_with(episode_id, ?) ORDER BY episode_id", [episode_id])]
     if not ids:
         raise EpisodeNotFound(f"no episode {episode_id!r} under {runs}")
     if len(ids) > 1:
         raise EpisodeNotFound(f"{episode_id!r} matches {len(ids)} episodes: {', '.join(ids[:5])}…; give more characters")
-    full = [ids[0]]
+    full = ids[0]
+
+    def rows(table: str, columns: str, tail: str = "") -> list[dict]:
+        return select(read.files_of(table, full), columns, f"WHERE episode_id = ? {tail}", [full])
+
     return {
-        "episodes": [e for e in episodes if e["episode_id"] == full[0]],
-        "repository": _rows(runs, "episodes", NODES, "WHERE episode_id = ? AND repository_json IS NOT NULL", full),
-        "steps": _rows(runs, "steps", STEP, "WHERE episode_id = ? ORDER BY request, step", full),
-        "transcript": _rows(runs, "transcript", TRANSCRIPT, "WHERE episode_id = ? ORDER BY seq", full),
-        "messages": _rows(runs, "messages", MESSAGE, "WHERE episode_id = ? ORDER BY seq", full),
-        "request_outcomes": _rows(runs, "request_outcomes", "request, correct", "WHERE episode_id = ? ORDER BY request",
-                                  full),
-        "method_records": _rows(runs, "method_records", "kind, count(*) AS n", "WHERE episode_id = ? GROUP BY kind "
-                                "ORDER BY kind", full),
-        "faults": _rows(runs, "faults", FAULT, "WHERE episode_id = ? ORDER BY seq", full),
+        "episodes": rows("episodes", EPISODE),
+        "repository": rows("episodes", NODES, "AND repository_json IS NOT NULL"),
+        "steps": rows("steps", STEP, "ORDER BY request, step"),
+        "transcript": rows("transcript", TRANSCRIPT, "ORDER BY seq"),
+        "messages": rows("messages", MESSAGE, "ORDER BY seq"),
+        "request_outcomes": rows("request_outcomes", "request, correct", "ORDER BY request"),
+        "method_records": rows("method_records", "kind, count(*) AS n", "GROUP BY kind ORDER BY kind"),
+        "faults": rows("faults", FAULT, "ORDER BY seq"),
     }
 
 

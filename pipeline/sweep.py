@@ -22,6 +22,7 @@ import operator
 import random
 from array import array
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass
 from functools import cached_property
@@ -34,6 +35,10 @@ from flowstate import METHODS, Capability, MethodOptions
 from pipeline.benchmarks.plugin import BenchmarkCell, benchmark_of
 from pipeline.config import AgentModel, EmbeddingsUse, JobConfig, ModelUse
 from pipeline.redaction import Secrets
+
+
+class SweepError(ValueError):
+    """A job that loads but does not make a sweep: episodes that are not distinct, or too many."""
 
 
 def canonical_json(data: Any) -> str:
@@ -267,10 +272,14 @@ def job_cells(job: JobConfig) -> list[Cell]:
 
 
 def expand(job: JobConfig) -> Sweep:
-    """Cells × tasks × trials, in a stable order (cells as listed, then tasks, then trials)."""
+    """Cells × tasks × trials, in a stable order (cells as listed, then tasks, then trials), after
+    checking that every episode is distinct and that there are not too many (:class:`SweepError`)."""
+    secrets = job.secrets()
+    _check_distinct_cells(job, secrets)
+    tasks_of = [tuple(benchmark_of(bench).task_ids(bench)) for bench in job.benchmarks]
+    _check_episodes(job, tasks_of)
     sweep_id = f"{job.name}-{content_hash(job.to_resolved(), 10)}"
     seeds = tuple(trial_seeds(job.seed, job.trials))
-    secrets = job.secrets()
     user = model_identity(job, job.user_simulator, secrets)
     judge = model_identity(job, job.judge, secrets)
     limits = job.limits.model_dump(mode="json")
@@ -278,11 +287,9 @@ def expand(job: JobConfig) -> Sweep:
     tool_model = {"tool_model": model_identity(job, job.tool_model, secrets)} if job.tool_model is not None else {}
     cells: list[CellEpisodes] = []
     checksums: dict[str, str] = {}
-    for bench in job.benchmarks:
-        benchmark = benchmark_of(bench)
-        data = benchmark.data_checksums(bench)
+    for bench, tasks in zip(job.benchmarks, tasks_of, strict=True):
+        data = benchmark_of(bench).data_checksums(bench)
         checksums.update(data)
-        tasks = tuple(benchmark.task_ids(bench))
         for method in job.methods:
             roles = {**tool_model, **_method_roles(job, method, secrets)}
             for agent in job.agents:
@@ -293,3 +300,37 @@ def expand(job: JobConfig) -> Sweep:
     episodes = Episodes(cells, {"sweep_id": sweep_id, "user_simulator": job.user_simulator, "judge": job.judge,
                                 "tool_model": job.tool_model, "memory": job.memory, "embeddings": job.embeddings})
     return Sweep(job=job, sweep_id=sweep_id, cells=[c.cell for c in cells], episodes=episodes, data_checksums=checksums)
+
+
+def _check_distinct_cells(job: JobConfig, secrets: Secrets) -> None:
+    """Two benchmarks, methods or agents that differ only in names (labels, deployments' names) make
+    the same cells: identical episodes under the same ids, of which one result would be kept."""
+    entries = {
+        "benchmarks": [(b.domain, secrets.redact(b.identity())) for b in job.benchmarks],
+        "methods": [(m.display, secrets.redact(m.identity())) for m in job.methods],
+        "agents": [(a.name, model_identity(job, a, secrets)) for a in job.agents],
+    }
+    for key, listed in entries.items():
+        first: dict[str, int] = {}
+        for i, (label, identity) in enumerate(listed):
+            j = first.setdefault(canonical_json(identity), i)
+            if j != i:
+                raise SweepError(f"{key}[{j}] ({listed[j][0]!r}) and {key}[{i}] ({label!r}) make the same cells (only "
+                                 "their names differ), so their episodes would be identical, under the same ids: list "
+                                 "it once (for repeat runs raise trials:, each trial has its own seed)")
+
+
+def _check_episodes(job: JobConfig, tasks_of: list[tuple[str, ...]]) -> None:
+    """Each task once per benchmark (else one episode id would run twice at once, into the same files),
+    and at most ``execution.max_episodes`` episodes, counted before any is made."""
+    for i, tasks in enumerate(tasks_of):
+        if len(set(tasks)) != len(tasks):
+            twice = next(task for task, n in Counter(tasks).items() if n > 1)
+            raise SweepError(f"benchmarks[{i}].tasks: task {twice!r} is listed more than once: its episodes would run "
+                             "twice at once into the same files (for repeat runs raise trials:)")
+    n_tasks, per_task = sum(map(len, tasks_of)), len(job.methods) * len(job.agents) * job.trials
+    limit = job.execution.max_episodes
+    if n_tasks * per_task > limit:
+        raise SweepError(f"trials: {job.trials:,} × {n_tasks:,} tasks × {len(job.methods)} methods × {len(job.agents)} "
+                         f"agents = {n_tasks * per_task:,} episodes, beyond the {limit:,} a job may have: lower trials or "
+                         "tasks, or raise execution.max_episodes")

@@ -1,6 +1,7 @@
-"""Test hooks: a disk that fills up and a driver that dies, at a chosen moment. Off unless set.
+"""Test hooks: a disk that fills up, a driver that dies and one that is told to stop, at a chosen
+moment. Off unless set.
 
-Both are read from the environment, so they reach a ``flowstate run`` started as a subprocess and,
+All are read from the environment, so they reach a ``flowstate run`` started as a subprocess and,
 through :func:`actor_env`, its Ray actors; counts are per process (each actor counts its own) and
 per value (a new value counts from zero).
 
@@ -12,6 +13,10 @@ per value (a new value counts from zero).
   it ends at once with ``os._exit(97)``: no cleanup, no ``finally``, as after a SIGKILL. The phases
   that happen in an actor (``write``, ``grading``) SIGKILL the driver first: the test is of a sweep
   whose driver died there.
+- ``FLOWSTATE_SIGNAL_AT="<phase>[:<n>][:<SIGNAL>]"``: the n-th time (default 1) this process
+  reaches ``phase`` it sends its driver SIGNAL (default SIGTERM, as a scheduler would; SIGSTOP
+  pauses it, as a paused VM) and goes on; at ``starting`` the signal is sent once ``ray.init`` has
+  installed its own SIGTERM handler, so it arrives while Ray starts.
 """
 
 from __future__ import annotations
@@ -21,21 +26,23 @@ import fnmatch
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Literal, get_args
 
 FAULT_WRITE_ENV = "FLOWSTATE_FAULT_WRITE"
 CRASH_ENV = "FLOWSTATE_CRASH_AT"
+SIGNAL_ENV = "FLOWSTATE_SIGNAL_AT"
 # The driver's pid, for a crash point reached in an actor (set by :func:`actor_env`).
 DRIVER_PID_ENV = "FLOWSTATE_CRASH_DRIVER_PID"
 CRASH_EXIT_CODE = 97
 
-# Where the driver can die: an episode's result just collected (dispatch), between two files of an
-# episode (write, in the actor), a compacted part visible but its inputs not yet deleted
-# (compaction), an episode about to be graded (grading, in the actor), a cell's MLflow run logged
-# but not the next (tracking).
-Phase = Literal["dispatch", "write", "compaction", "grading", "tracking"]
+# Where the driver can die: Ray about to start (starting), an episode's result just collected
+# (dispatch), between two files of an episode (write, in the actor), a compacted part visible but
+# its inputs not yet deleted (compaction), an episode about to be graded (grading, in the actor), a
+# cell's MLflow run logged but not the next (tracking).
+Phase = Literal["starting", "dispatch", "write", "compaction", "grading", "tracking"]
 PHASES: tuple[Phase, ...] = get_args(Phase)
 
 _counts: dict[str, int] = {}  # setting -> times its phase (or a matching write) was reached
@@ -43,8 +50,8 @@ _counts: dict[str, int] = {}  # setting -> times its phase (or a matching write)
 
 def actor_env() -> dict[str, str]:
     """The hooks' variables for the actors of this driver (empty when none is set)."""
-    env = {name: os.environ[name] for name in (FAULT_WRITE_ENV, CRASH_ENV) if os.environ.get(name)}
-    if CRASH_ENV in env:
+    env = {name: os.environ[name] for name in (FAULT_WRITE_ENV, CRASH_ENV, SIGNAL_ENV) if os.environ.get(name)}
+    if CRASH_ENV in env or SIGNAL_ENV in env:
         env[DRIVER_PID_ENV] = os.environ.get(DRIVER_PID_ENV) or str(os.getpid())
     return env
 
@@ -72,23 +79,46 @@ def check_write(path: Path) -> None:
 
 def crash_point(phase: Phase) -> None:
     """End this process here (and its driver, from an actor) if ``FLOWSTATE_CRASH_AT`` names this
-    phase and this is its n-th time."""
-    setting = os.environ.get(CRASH_ENV)
-    if not setting:
-        return
-    wanted, _, n = setting.partition(":")
-    if wanted not in PHASES:
-        raise ValueError(f"{CRASH_ENV}: unknown phase {wanted!r} (one of {', '.join(PHASES)})")
-    if wanted != phase:
-        return
-    count = _counts[setting] = _counts.get(setting, 0) + 1
-    if count != int(n or 1):
-        return
-    print(f"flowstate: test hook {CRASH_ENV}: crashing at {phase} ({count})", file=sys.stderr, flush=True)
+    phase and this is its n-th time; send the driver SIGTERM if ``FLOWSTATE_SIGNAL_AT`` does."""
     driver = int(os.environ.get(DRIVER_PID_ENV) or os.getpid())
-    if driver != os.getpid():
-        os.kill(driver, signal.SIGKILL)
-    os._exit(CRASH_EXIT_CODE)
+    if (count := _reached(SIGNAL_ENV, phase)) is not None:
+        sent = signal.Signals[(os.environ[SIGNAL_ENV].split(":")[2:] or ["SIGTERM"])[0]]
+        print(f"flowstate: test hook {SIGNAL_ENV}: {sent.name} at {phase} ({count})", file=sys.stderr, flush=True)
+        if phase == "starting":
+            threading.Thread(target=_signal_once_replaced, args=(driver, sent, signal.getsignal(signal.SIGTERM)),
+                             daemon=True).start()
+        else:
+            os.kill(driver, sent)
+    if (count := _reached(CRASH_ENV, phase)) is not None:
+        print(f"flowstate: test hook {CRASH_ENV}: crashing at {phase} ({count})", file=sys.stderr, flush=True)
+        if driver != os.getpid():
+            os.kill(driver, signal.SIGKILL)
+        os._exit(CRASH_EXIT_CODE)
+
+
+def _reached(variable: str, phase: Phase) -> int | None:
+    """How many times ``phase`` was reached, if the hook set in ``variable`` fires now."""
+    setting = os.environ.get(variable)
+    if not setting:
+        return None
+    wanted, _, rest = setting.partition(":")
+    n = rest.partition(":")[0]
+    if wanted not in PHASES:
+        raise ValueError(f"{variable}: unknown phase {wanted!r} (one of {', '.join(PHASES)})")
+    if wanted != phase:
+        return None
+    key = f"{variable}={setting}"
+    count = _counts[key] = _counts.get(key, 0) + 1
+    return count if count == int(n or 1) else None
+
+
+def _signal_once_replaced(driver: int, sent: signal.Signals, handler: object, limit_s: float = 60) -> None:
+    """``sent`` to ``driver`` once the SIGTERM handler is no longer ``handler`` (``ray.init`` has
+    installed its own), or after ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while signal.getsignal(signal.SIGTERM) is handler and time.monotonic() < deadline:
+        time.sleep(0.001)
+    os.kill(driver, sent)
 
 
 def wait_until_settled(sweep_dir: Path, quiet_s: float = 1.5, limit_s: float = 60) -> None:

@@ -84,8 +84,17 @@ class _Placeholders:
         return self.token.sub(lambda m: self.slots[int(m.group(1))].source, text)
 
 
-def _scalars(node: yaml.Node | None) -> Iterator[yaml.ScalarNode]:
-    """Every scalar of the tree once (keys included; an alias is the node it names)."""
+def children(node: yaml.Node) -> list[yaml.Node]:
+    """A node's items, or its keys and values in turn; a scalar has none."""
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [item for pair in node.value for item in pair]
+    return []
+
+
+def unique_nodes(node: yaml.Node | None) -> Iterator[yaml.Node]:
+    """Every node of the tree once, in file order (keys included; an alias is the node it names)."""
     seen: set[int] = set()
     stack = [node] if node is not None else []
     while stack:
@@ -93,12 +102,12 @@ def _scalars(node: yaml.Node | None) -> Iterator[yaml.ScalarNode]:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, yaml.ScalarNode):
-            yield current
-        elif isinstance(current, yaml.SequenceNode):
-            stack.extend(reversed(current.value))
-        elif isinstance(current, yaml.MappingNode):
-            stack.extend(item for pair in reversed(current.value) for item in reversed(pair))
+        yield current
+        stack.extend(reversed(children(current)))
+
+
+def _scalars(node: yaml.Node | None) -> Iterator[yaml.ScalarNode]:
+    return (n for n in unique_nodes(node) if isinstance(n, yaml.ScalarNode))
 
 
 def _value(slot: _Slot, where: str, environ: Mapping[str, str], used: dict[str, str]) -> str:

@@ -2,7 +2,8 @@
 --
 -- Base views, one per table (columns: pipeline/store/schema.py):
 --   steps, episodes, transcript, messages, request_outcomes, method_records, faults
--- and the tables metric_catalog: every registered benchmark's declared metrics (benchmark, position,
+-- and the tables metric_catalog: every benchmark's declared metrics, as its sweeps' manifests stored
+-- them, else as the installed plug-ins declare them (benchmark, position,
 -- metric, label, description, aggregate, source, key, numerator, denominator, headline), which
 -- scores.sql reads, and depth_panels (benchmark, domain, panel) for depth_curve. A benchmark's per-episode scores are the episodes column metrics, a
 -- MAP(VARCHAR, DOUBLE): episodes.metrics['db'].
@@ -16,6 +17,10 @@
 -- rows twice; the runner's file lists never do).
 -- union_by_name: files written before a column existed read it as NULL.
 -- hive_partitioning = false: every file carries its id columns; the cell=<id> folders are layout only.
+-- One copy of each episode: where a folder of sweeps holds an episode more than once (sweeps that
+-- share episode ids, a copied sweep), the runner lists in the table other_copies (filename,
+-- episode_id) the rows of every copy but the one read (pipeline/store/copies.py); every view leaves
+-- them out. By hand it is empty.
 --
 -- request_outcomes (depth analysis, paper Figure 4 / Table 4): one row per graded request of an
 -- episode, written by the grading stage for benchmarks that grade each request (subtask) on its own
@@ -33,29 +38,36 @@
 -- kind, http_status, attempt (the client's, within the call), retried, latency_s, message. A sweep
 -- written before the table existed has none: an empty view.
 
+CREATE TABLE IF NOT EXISTS other_copies (filename VARCHAR, episode_id VARCHAR);
+
+CREATE OR REPLACE MACRO one_copy(files) AS TABLE
+SELECT * EXCLUDE (filename)
+FROM read_parquet(files, union_by_name = true, hive_partitioning = false, filename = true) AS t
+WHERE NOT EXISTS (SELECT 1 FROM other_copies AS o WHERE o.filename = t.filename AND o.episode_id = t.episode_id);
+
 CREATE OR REPLACE VIEW steps AS
-SELECT * FROM read_parquet(getvariable('steps_files'), union_by_name = true, hive_partitioning = false);
+SELECT * FROM one_copy(getvariable('steps_files'));
 
 CREATE OR REPLACE VIEW episodes AS
-SELECT * FROM read_parquet(getvariable('episodes_files'), union_by_name = true, hive_partitioning = false);
+SELECT * FROM one_copy(getvariable('episodes_files'));
 
 CREATE OR REPLACE VIEW transcript AS
-SELECT * FROM read_parquet(getvariable('transcript_files'), union_by_name = true, hive_partitioning = false);
+SELECT * FROM one_copy(getvariable('transcript_files'));
 
 -- call_model: the model that answered the call (served_model). Files written before that column was
 -- named hold a second column "model" instead, which DuckDB reads as model_1; call_model is either.
 CREATE OR REPLACE VIEW messages AS
 SELECT *, coalesce(*COLUMNS('^(model_1|served_model)$')) AS call_model
-FROM read_parquet(getvariable('messages_files'), union_by_name = true, hive_partitioning = false);
+FROM one_copy(getvariable('messages_files'));
 
 CREATE OR REPLACE VIEW request_outcomes AS
-SELECT * FROM read_parquet(getvariable('request_outcomes_files'), union_by_name = true, hive_partitioning = false);
+SELECT * FROM one_copy(getvariable('request_outcomes_files'));
 
 CREATE OR REPLACE VIEW method_records AS
-SELECT * FROM read_parquet(getvariable('method_records_files'), union_by_name = true, hive_partitioning = false);
+SELECT * FROM one_copy(getvariable('method_records_files'));
 
 CREATE OR REPLACE VIEW faults AS
-SELECT * FROM read_parquet(getvariable('faults_files'), union_by_name = true, hive_partitioning = false);
+SELECT * FROM one_copy(getvariable('faults_files'));
 
 -- Episodes that ran to the end, graded or not: everything but infrastructure failures (status
 -- 'failed'), which are excluded from every metric (as upstream τ-bench excludes infrastructure_error).

@@ -32,11 +32,12 @@ def _guard(run: Callable[[], Any]) -> Any:
     from pipeline.analysis.report import ReportError
     from pipeline.claim import SweepBusyError
     from pipeline.manifest import ManifestError
+    from pipeline.outputs import OutputPathError
     from pipeline.store.files import NoResultsError
 
     try:
         return run()
-    except (QueryError, NoResultsError, SweepBusyError, ReportError, ManifestError) as exc:
+    except (QueryError, NoResultsError, SweepBusyError, ReportError, ManifestError, OutputPathError) as exc:
         raise CliError(str(exc)) from None
     except duckdb.Error as exc:  # a file no check caught: one line, and what to do
         raise CliError(f"{exc}; `flowstate verify` checks the sweep's files") from None
@@ -45,9 +46,12 @@ def _guard(run: Callable[[], Any]) -> Any:
 def _query(args: argparse.Namespace) -> int:
     from pipeline.analysis.formats import write_result
     from pipeline.analysis.query import run_query
+    from pipeline.outputs import output_file
 
     if args.format == "parquet" and args.out is None:
         raise CliError("--format parquet writes a file: give --out FILE.parquet")
+    if args.out is not None:
+        _guard(lambda: output_file(args.out, "--out"))
     table = _guard(lambda: run_query(args.query, args.runs, _params(args.param)))
     write_result(table, args.format, args.out, title=args.query)
     return 0
@@ -59,26 +63,35 @@ def _compact(args: argparse.Namespace) -> int:
 
     for sweep in _guard(lambda: sweep_dirs(args.dir)):
         r = _guard(lambda s=sweep: compact(s))
+        copies = f"; the older copy of {r.copies_dropped} episodes dropped" if r.copies_dropped else ""
         print(f"{sweep}: {r.files_merged} files -> {r.parts_written} parts ({r.rows_written:,} rows) in "
-              f"{r.duration_s:.1f}s; {r.leftovers_removed} leftovers removed")
+              f"{r.duration_s:.1f}s; {r.leftovers_removed} leftovers removed{copies}")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
     from pipeline.analysis.report import build_report
+    from pipeline.outputs import output_file
 
-    out = args.out or Path(args.dir) / "report.md"
+    out = _guard(lambda: output_file(args.out or Path(args.dir) / "report.md", "--out" if args.out else "report"))
     report = _guard(lambda: build_report(args.dir, out, baseline=args.baseline))
     print(f"report: {report.markdown}" + "".join(f"\n  figure: {f}" for f in report.figures))
     return 0
 
 
 def _track(args: argparse.Namespace) -> int:
+    from mlflow.exceptions import MlflowException
+
     from pipeline.analysis.tracking import log_sweep
+    from pipeline.redaction import redact_url
     from pipeline.store.files import sweep_dirs
 
     for sweep in _guard(lambda: sweep_dirs(args.dir)):
-        r = _guard(lambda s=sweep: log_sweep(s, experiment=args.experiment, tracking_uri=args.tracking_uri))
+        try:
+            r = _guard(lambda s=sweep: log_sweep(s, experiment=args.experiment, tracking_uri=args.tracking_uri))
+        except MlflowException as exc:  # a store that fails: its message names the URL, password and all
+            raise CliError(f"{sweep}: MLflow logging failed ({redact_url(str(exc))}); the results are on disk: run "
+                           f"`flowstate track {sweep}` again once the store answers") from None
         print(f"{sweep.name}: run {r.parent_run_id} ({len(r.child_run_ids)} cells, {r.metrics_logged} metrics, "
               f"{r.traces_logged} traces) in experiment {r.experiment_id} at {r.tracking_uri}")
     return 0

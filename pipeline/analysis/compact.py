@@ -4,7 +4,10 @@ Crash safety (how :mod:`pipeline.store.files` decides what is visible makes this
 
 1. Recover from an earlier interrupted run: delete this module's hidden temporaries, the parts that
    a visible part replaces, and the per-episode files that a visible part already holds. All of these
-   are invisible, so deleting them changes no query.
+   are invisible, so deleting them changes no query. Then replace a part that holds episodes a
+   newer part also holds (two copies of the sweep merged into one folder) by one without them:
+   readers leave those rows out already (:mod:`pipeline.store.copies`), so this changes no query
+   either, and no part written afterwards holds an episode twice.
 2. Inputs of a partition: its per-episode files of *finished* episodes (those with an episodes row)
    not yet in a part, plus its parts smaller than ``max_part_bytes``. Files of unfinished episodes
    are never merged: a re-run of such an episode overwrites them in place, so its rows cannot appear
@@ -56,6 +59,7 @@ class CompactionReport(BaseModel):
     parts_written: int = 0
     rows_written: int = 0
     leftovers_removed: int = 0
+    copies_dropped: int = 0  # episodes whose older copy was dropped (see _drop_older_copies)
     duration_s: float = 0.0
 
 
@@ -197,12 +201,28 @@ def forget_episodes(sweep_dir: Path | str, episodes: frozenset[str]) -> int:
     return replaced
 
 
+def _drop_older_copies(partition: Partition) -> set[str]:
+    """Replace each part that holds episodes a newer part of its folder also holds (two copies of the
+    sweep, compacted apart, merged into one folder) by a part without them, atomically: what readers
+    read already (:attr:`Partition.other_copies`). Returns those episodes."""
+    dropped: set[str] = set()
+    for part in partition.active_parts:
+        older = partition.other_copies.get(part.path)
+        if older and looks_whole(part.path):
+            if older != part.episodes:  # a part without them replaces it; it is invisible from then on
+                _write_part(partition, [part.path], set(part.episodes - older), [part], exclude=older)
+            forget_file(part.path)  # nothing of it is read any more
+            dropped |= older
+    return dropped
+
+
 def _compact(sweep_dir: Path, max_part_bytes: int) -> CompactionReport:
     started = time.monotonic()
     report = CompactionReport(sweep_dir=sweep_dir)
     by_table, done = scan_sweep(sweep_dir)
     report.leftovers_removed = sum(_recover(p) for parts in by_table.values() for p in parts)
-    if report.leftovers_removed:
+    report.copies_dropped = len(set().union(*(_drop_older_copies(p) for parts in by_table.values() for p in parts)))
+    if report.leftovers_removed or report.copies_dropped:
         by_table, done = scan_sweep(sweep_dir)
     # ``done`` is the episodes finished now; episodes finishing from here on wait for the next run.
     # The episodes table last: its per-episode files' records carry the other tables' (inventory).

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.analysis.catalog import Format
+from pipeline.atomic import write_atomic, write_text_atomic
 
 
 def cell_text(value: Any, digits: int = 4) -> str:
@@ -73,8 +74,7 @@ def write_result(table: pa.Table, fmt: Format, out: Path | None = None, *, title
     if fmt == "parquet":
         if out is None:
             raise ValueError("the parquet format writes a file: give --out FILE.parquet")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, out)
+        write_atomic(out, lambda tmp: pq.write_table(table, tmp))
         return
     if fmt == "table" and out is None:
         rendered = rich_table(table, title)
@@ -86,5 +86,4 @@ def write_result(table: pa.Table, fmt: Format, out: Path | None = None, *, title
     if out is None:
         sys.stdout.write(text)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_text_atomic(out, text)

@@ -6,9 +6,9 @@ job, manifest, ``plan.json``; metrics ``plan.*``), and each cell with episodes t
 RUNNING child run. While episodes finish, the driver tallies what their summaries say per cell (no
 query, no file read) and a background thread pushes the tallies that changed, one ``log_batch``
 per run, at most every ``tracking.live_every_s`` seconds: ``live.*`` metrics at step = the cell's
-episodes done so far. The runs end with the sweep: KILLED after Ctrl-C / SIGTERM, FAILED after an
-error; a sweep that finishes is logged in full by :mod:`pipeline.analysis.tracking`, which ends
-them FINISHED.
+episodes done so far. The runs end with the sweep: KILLED after Ctrl-C / SIGTERM (one during the
+logging at its end included), FAILED after an error; a sweep that finishes is logged in full by
+:mod:`pipeline.analysis.tracking`, which ends them FINISHED.
 
 MLflow is only ever called from that thread, so a slow or failing store never stops or slows the
 sweep: the first failure is reported once, later pushes try again, and the logging at the end of the
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.manifest import read_manifest, record_mlflow_run
+from pipeline.redaction import redact_url
 from pipeline.tally import EpisodeTally
 
 if TYPE_CHECKING:  # the imports that pull in MLflow happen in the thread, not at sweep start
@@ -114,10 +115,12 @@ class LiveTracking:
         self._parent_params: set[str] = set()  # those the parent has (MLflow params cannot change)
         self._stop = threading.Event()
         self._end_status: str | None = None
+        self._abandoned = False
         self._warned = False
         self.parent_id: str | None = None
         self._children: dict[str, str] = {}  # cell id -> run id, the runs this sweep reopened or made
-        self._thread = threading.Thread(target=self._run, name="flowstate-mlflow-live", daemon=True)
+        self._client: MlflowClient | None = None
+        self._thread = self._new_thread()
 
     # -- the driver's side: cheap, never touches MLflow ------------------------------------------
     def episode(self, spec: EpisodeSpec, summary: EpisodeSummary | None) -> None:
@@ -137,10 +140,13 @@ class LiveTracking:
 
     def close(self, end_status: str | None = None) -> None:
         """Push what is left and stop; ``end_status`` (:data:`KILLED`, :data:`FAILED`) ends the runs,
-        None leaves them RUNNING for the logging at the end of the sweep. Remembers the parent in
-        the manifest. A sweep that failed before its models were up opens its runs here, to end them."""
+        None leaves them RUNNING for the logging at the end of the sweep (if that logging is stopped,
+        closing again with an end status ends them). Remembers the parent in the manifest. A sweep
+        that failed before its models were up opens its runs here, to end them."""
         self._end_status = end_status
         self._stop.set()
+        if self._thread.ident is not None and not self._thread.is_alive() and end_status is not None:
+            self._thread = self._new_thread()  # closed before: one more pass, to end the runs
         if self._thread.ident is None:
             if end_status is None:
                 return
@@ -151,18 +157,31 @@ class LiveTracking:
         if self.parent_id is not None:
             record_mlflow_run(self.sweep_dir, self.parent_id)
 
+    def abandon(self) -> None:
+        """Another driver took the sweep over: stop without a last push, leaving the runs (they are
+        the new driver's now) and the manifest alone."""
+        self._abandoned = True
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(CLOSE_WAIT_S)
+
     # -- the thread ---------------------------------------------------------------------------------
+    def _new_thread(self) -> threading.Thread:
+        return threading.Thread(target=self._run, name="flowstate-mlflow-live", daemon=True)
+
     def _run(self) -> None:
-        client = None
         while True:
             stopping = self._stop.is_set()
+            if self._abandoned:
+                return
             try:
-                client = client or self._open()
+                client = self._client = self._client or self._open()
                 self._push(client)
                 if stopping and self._end_status is not None:
                     self._end(client, self._end_status)
             except Exception as exc:  # noqa: BLE001 - a store that fails must not stop the sweep
-                self._warn_once(f"MLflow live tracking failed ({type(exc).__name__}: {exc}); the sweep goes on, "
+                error = redact_url(str(exc))  # MLflow's errors name the store's URL, a password in it included
+                self._warn_once(f"MLflow live tracking failed ({type(exc).__name__}: {error}); the sweep goes on, "
                                 "and its results are logged in full at its end or by `flowstate track`")
             if stopping:
                 return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import time
 from collections.abc import Iterable, Mapping
@@ -33,6 +34,9 @@ CELL_KEYS = ("benchmark", "domain", "method", "model")
 RUNNING, FINISHED, KILLED = "RUNNING", "FINISHED", "KILLED"
 _PARAM_MAX = 500
 _BATCH = 100  # MLflow's limit on params per log_batch (metrics: 1,000)
+# MLflow prints each run it ends as a link under the tracking URI, a password in the URI included;
+# flowstate says where the runs are itself, the password redacted.
+os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
 
 class Target(BaseModel):

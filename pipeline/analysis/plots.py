@@ -10,11 +10,12 @@ from matplotlib import rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from pipeline.atomic import write_atomic
+
 
 def _save(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150, bbox_inches="tight")
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight"))
     return path
 
 

@@ -10,18 +10,20 @@ such a parameter is then required and passed as given.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.analysis.catalog import SQL_DIR, VIEWS, list_queries
-from pipeline.benchmarks.plugin import BENCHMARKS
-from pipeline.manifest import read_manifest
-from pipeline.plugins import load_plugins
-from pipeline.store.files import NoResultsError, runs_files, sweep_dirs
+from pipeline.benchmarks.plugin import BENCHMARKS, BenchmarkCatalog, benchmark_catalog
+from pipeline.manifest import recorded_catalogs
+from pipeline.plugins import load_builtin_plugins
+from pipeline.store.copies import runs_read_set
+from pipeline.store.files import sweep_dirs
 from pipeline.store.tables import ANALYSIS_TABLES, anchor_file
 
 ParamType = Literal["VARCHAR", "INTEGER", "DOUBLE", "BOOLEAN"]
@@ -147,11 +149,24 @@ METRIC_CATALOG = pa.schema([
 ])
 
 
-def metric_catalog() -> pa.Table:
-    """Every registered benchmark's declared metrics, in declaration order (the ``metric_catalog`` table)."""
+def sweep_catalogs(sweeps: Iterable[Path]) -> dict[str, BenchmarkCatalog]:
+    """Per benchmark, what readers need of it: the catalog its sweeps' manifests recorded (the first
+    sweep's, in folder order), else (sweeps written before manifests held one) the installed
+    plug-in's. Nothing a results folder names is imported: results are data."""
+    load_builtin_plugins()
+    catalogs = {name: benchmark_catalog(BENCHMARKS.get(name)) for name in BENCHMARKS.names()}
+    recorded: dict[str, BenchmarkCatalog] = {}
+    for sweep in sweeps:
+        for name, catalog in recorded_catalogs(sweep).items():
+            recorded.setdefault(name, catalog)
+    return catalogs | recorded
+
+
+def metric_catalog(catalogs: Mapping[str, BenchmarkCatalog]) -> pa.Table:
+    """Every benchmark's declared metrics, in declaration order (the ``metric_catalog`` table)."""
     rows = []
-    for name in BENCHMARKS.names():
-        for position, m in enumerate(BENCHMARKS.get(name).metrics):
+    for name, catalog in sorted(catalogs.items()):
+        for position, m in enumerate(catalog.metrics):
             rows.append({"benchmark": name, "position": position, "metric": m.name, "label": m.label,
                          "description": m.description, "aggregate": m.aggregate, "source": m.column or "metrics",
                          "key": m.key or m.name, "numerator": m.numerator, "denominator": m.denominator,
@@ -159,40 +174,32 @@ def metric_catalog() -> pa.Table:
     return pa.Table.from_pylist(rows, schema=METRIC_CATALOG)
 
 
-def depth_panels() -> pa.Table:
-    """Every registered benchmark's domains with the depth-analysis panel each belongs to."""
-    rows = []
-    for name in BENCHMARKS.names():
-        benchmark = BENCHMARKS.get(name)
-        for domain in get_args(benchmark.cell.model_fields["domain"].annotation):
-            rows.append({"benchmark": name, "domain": domain, "panel": benchmark.depth_panel(domain)})
+def depth_panels(catalogs: Mapping[str, BenchmarkCatalog]) -> pa.Table:
+    """Every benchmark's domains with the depth-analysis panel each belongs to."""
+    rows = [{"benchmark": name, "domain": domain, "panel": panel}
+            for name, catalog in sorted(catalogs.items()) for domain, panel in catalog.depth_panels.items()]
     schema = pa.schema([("benchmark", pa.string()), ("domain", pa.string()), ("panel", pa.string())])
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def load_run_plugins(runs_dir: Path) -> None:
-    """The plug-ins every sweep under ``runs_dir`` was run with (their benchmarks declare its metrics)."""
-    try:
-        sweeps = sweep_dirs(runs_dir)
-    except NoResultsError:
-        sweeps = []
-    modules = {m for d in sweeps for m in ((read_manifest(d) or {}).get("job", {}).get("plugins") or [])}
-    load_plugins(sorted(modules))
-
-
 def connect(runs_dir: Path | str) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the views of ``sql/views.sql`` over ``runs_dir`` and the
-    ``metric_catalog`` table of the benchmarks' declared metrics."""
+    """An in-memory DuckDB connection with the views of ``sql/views.sql`` over ``runs_dir`` (one copy
+    of each episode: :mod:`pipeline.store.copies`) and the ``metric_catalog`` table of the
+    benchmarks' declared metrics."""
     runs_dir = Path(runs_dir)
-    load_run_plugins(runs_dir)
-    files = runs_files(runs_dir)
+    read = runs_read_set(runs_dir)
+    catalogs = sweep_catalogs(sweep_dirs(runs_dir))
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     for table in ANALYSIS_TABLES:
-        paths = [str(anchor_file(table))] + [str(f) for f in files[table]]
+        paths = [str(anchor_file(table))] + [str(f) for f in read.files[table]]
         con.execute(f"SET VARIABLE {table}_files = $files", {"files": paths})  # table: a fixed name, not input
-    con.register("metric_catalog", metric_catalog())
-    con.register("depth_panels", depth_panels())
+    con.register("metric_catalog", metric_catalog(catalogs))
+    con.register("depth_panels", depth_panels(catalogs))
+    left_out = read.other_copies()
+    if left_out:  # rows of another copy of their episode (views.sql creates the table empty otherwise)
+        files, episodes = zip(*left_out, strict=True)
+        con.from_arrow(pa.table({"filename": files, "episode_id": episodes})).create("other_copies")
     con.execute((SQL_DIR / f"{VIEWS}.sql").read_text(encoding="utf-8"))
     return con
 

@@ -20,9 +20,10 @@ from pydantic import BaseModel
 from pipeline.analysis import plots
 from pipeline.analysis.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.analysis.formats import cell_text, markdown_table
-from pipeline.analysis.query import connect, query_rows
+from pipeline.analysis.query import connect, query_rows, sweep_catalogs
 from pipeline.analysis.stats import LEVEL, RESAMPLES, SEED, paired_bootstrap
-from pipeline.benchmarks.plugin import BENCHMARKS
+from pipeline.atomic import write_text_atomic
+from pipeline.benchmarks.plugin import BenchmarkCatalog
 from pipeline.manifest import read_manifest
 from pipeline.store.files import broken_files, sweep_dirs
 
@@ -105,12 +106,12 @@ class Scores:
         return _signed(self.delta.get(key, {}).get(metric), "%" if metric == TOKENS else "")
 
 
-def main_table(s: Scores, benchmark: str, baseline: str | None) -> str:
+def main_table(s: Scores, benchmark: str, baseline: str | None, catalog: BenchmarkCatalog | None = None) -> str:
     """One benchmark's main table: per domain its headline metrics and #Tok; Δ rows against the baseline."""
     cells = s.cells(benchmark)
     domains = sorted({d for _, d, _, _ in cells})
     columns = s.columns(benchmark)
-    name = BENCHMARKS.get(benchmark).domain_label if benchmark in BENCHMARKS.names() else str.capitalize
+    name = catalog.domain_label if catalog else str.capitalize
     header = ["Model", "Method"] + [f"{name(d)} {label}" for d in domains for _, label in columns]
     body = []
     for model in sorted({m for _, _, m, _ in cells}):
@@ -319,12 +320,13 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
     if left_out:
         parts.append(f"**Incomplete**: {len(left_out)} files that are not whole Parquet files were left out "
                      f"({', '.join(f'`{p}`' for p in left_out)}); `flowstate verify` lists the episodes they held.\n")
+    catalogs = sweep_catalogs(sweep_dirs(runs_dir))
     for benchmark in sorted({r["benchmark"] for r in s.rows}):
-        plugin = BENCHMARKS.get(benchmark) if benchmark in BENCHMARKS.names() else None
-        parts.append(f"## {plugin.report_heading if plugin else 'Results'}\n")
-        if plugin and plugin.report_caption:
-            parts.append(plugin.report_caption + "\n")
-        parts.append(main_table(s, benchmark, baseline))
+        catalog = catalogs.get(benchmark)
+        parts.append(f"## {catalog.report_heading if catalog else 'Results'}\n")
+        if catalog and catalog.report_caption:
+            parts.append(catalog.report_caption + "\n")
+        parts.append(main_table(s, benchmark, baseline, catalog))
     if pairs:
         parts += ["## Paired differences\n",
                   f"Method − {baseline} reward in percentage points over the (task, trial) pairs both ran; "
@@ -363,6 +365,5 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
     if depth:
         figures.append(plots.accuracy_by_depth(depth, out_md.with_name(f"{out_md.stem}_fig4_depth.png")))
         parts += ["## Figure 4: accuracy by request depth\n", f"![Figure 4]({figures[-1].name})\n"]
-    out_md.parent.mkdir(parents=True, exist_ok=True)
-    out_md.write_text("\n".join(parts), encoding="utf-8")
+    write_text_atomic(out_md, "\n".join(parts))
     return Report(markdown=out_md, figures=figures)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -226,6 +226,31 @@ class Benchmark(ABC):
 
     def headline(self) -> list[MetricSpec]:
         return [m for m in self.metrics if m.headline]
+
+
+class BenchmarkCatalog(BaseModel):
+    """What readers of results need from a benchmark: its metrics, its main table's heading and
+    caption, and its domains' column labels and depth panels. Stored in a sweep's manifest when it
+    runs, so that reading results never imports a plug-in (results are data)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metrics: tuple[MetricSpec, ...] = ()
+    report_heading: str = "Results"
+    report_caption: str = ""
+    domain_labels: dict[str, str] = {}
+    depth_panels: dict[str, str] = {}
+
+    def domain_label(self, domain: str) -> str:
+        return self.domain_labels.get(domain, domain.capitalize())
+
+
+def benchmark_catalog(benchmark: Benchmark) -> BenchmarkCatalog:
+    domains = get_args(benchmark.cell.model_fields["domain"].annotation)
+    return BenchmarkCatalog(metrics=benchmark.metrics, report_heading=benchmark.report_heading,
+                            report_caption=benchmark.report_caption,
+                            domain_labels={d: benchmark.domain_label(d) for d in domains},
+                            depth_panels={d: benchmark.depth_panel(d) for d in domains})
 
 
 BENCHMARKS: Registry[Benchmark] = Registry("benchmark", "benchmark")

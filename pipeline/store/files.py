@@ -14,7 +14,9 @@ The visible rows of a table are those of
   part of its folder already holds (a compaction interrupted after its part appeared).
 
 So a compaction changes what is visible in one atomic step, the rename of its part, and every file
-it deletes afterwards is already invisible.
+it deletes afterwards is already invisible. Two visible parts hold the same episode only where two
+copies of a sweep, compacted apart, were merged into one folder: readers then read the newer part's
+rows (:attr:`Partition.other_copies`, :mod:`pipeline.store.copies`).
 """
 
 from __future__ import annotations
@@ -136,6 +138,22 @@ class Partition:
         """Episodes held by a visible part (their per-episode files, if any, are leftovers)."""
         return frozenset().union(*(p.episodes for p in self.active_parts))
 
+    @cached_property
+    def other_copies(self) -> dict[Path, frozenset[str]]:
+        """Per visible part, the episodes a newer visible part also holds: another copy of them,
+        which readers leave out. Parts of one folder overlap only when two copies of a sweep,
+        compacted apart, were merged into one folder (a part's name starts with the time it was
+        written, so the newest copy wins)."""
+        if sum(len(p.episodes) for p in self.active_parts) == len(self.covered):
+            return {}
+        newer: set[str] = set()
+        older: dict[Path, frozenset[str]] = {}
+        for part in sorted(self.active_parts, key=lambda p: p.path.name, reverse=True):
+            if part.episodes & newer:
+                older[part.path] = part.episodes & newer
+            newer |= part.episodes
+        return older
+
 
 def _listing(directory: Path) -> tuple[list[Path], EpisodeFiles]:
     """(part files, per-episode files by episode id) of one partition folder."""
@@ -230,14 +248,3 @@ def sweep_dirs(runs_dir: Path) -> list[Path]:
             f"{runs_dir}: no FlowState results here: expected a sweep directory (with manifest.json, "
             "episodes/, steps/, ...) or a folder of them")
     return found
-
-
-def runs_files(runs_dir: Path) -> dict[str, list[Path]]:
-    """Visible files of each table over every sweep under ``runs_dir``."""
-    merged: dict[str, list[Path]] = {table: [] for table in ANALYSIS_TABLES}
-    for sweep in sweep_dirs(runs_dir):
-        for table, files in table_files(sweep).items():
-            merged[table].extend(files)
-    if not merged["episodes"]:
-        raise NoResultsError(f"{runs_dir}: no finished episodes yet (no episodes rows)")
-    return merged

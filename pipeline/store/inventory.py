@@ -133,6 +133,8 @@ class Verification:
     checked: int = 0
     unrecorded: int = 0  # readable files without a record (written before the inventory existed)
     problems: list[Problem] = field(default_factory=list)
+    # parts holding episodes a newer part also holds: not bad files (nothing to run again), but copies
+    duplicates: list[Problem] = field(default_factory=list)
     duration_s: float = 0.0
 
     @property

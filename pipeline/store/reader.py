@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.store.files import NoResultsError, scan_sweep, sweep_dirs, table_files, whole_files
+from pipeline.store.files import scan_sweep, whole_files
 from pipeline.store.rows import FAILURE_TABLES
 
 
@@ -72,12 +72,3 @@ def finished_episodes(sweep_dir: Path) -> Finished:
     finished.update(*(episodes for path, episodes in parts.items() if path in kept))
     failed = frozenset(r["episode_id"] for r in select(opened, "DISTINCT episode_id", "WHERE status = ?", [FAILED]))
     return Finished(done=frozenset(finished) - failed, failed=failed)
-
-
-def runs_table_files(runs: Path, table: str) -> list[Path]:
-    """Visible files of ``table`` over every sweep under ``runs`` (none when there is no sweep)."""
-    try:
-        sweeps = sweep_dirs(runs)
-    except NoResultsError:
-        return []
-    return [f for sweep in sweeps for f in table_files(sweep)[table]]

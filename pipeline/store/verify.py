@@ -1,4 +1,5 @@
-"""``flowstate verify``: is every file a sweep's readers see the one that was written?
+"""``flowstate verify``: is every file a sweep's readers see the one that was written, and does any
+episode have more than one copy?
 
 Each visible file (see :mod:`pipeline.store.files`) is checked against its inventory record
 (:mod:`pipeline.store.inventory`): size, SHA-256, footer, row count; a file without a record must at
@@ -64,6 +65,11 @@ def verify_sweep(sweep_dir: Path, *, thorough: bool = True) -> Verification:
     for table, parts in by_table.items():
         for partition in parts:
             result.problems += _missing(table, partition, done)
+            result.duplicates += [Problem(table, partition.directory.name, path, tuple(sorted(older)),
+                                          "its episodes are also in a newer part (two copies of the sweep merged "
+                                          "into one folder?): readers read the newer part's rows, and "
+                                          "`flowstate compact` drops these")
+                                  for path, older in sorted(partition.other_copies.items())]
         present = {p.directory.name for p in parts}
         for folder in sorted((sweep_dir / INVENTORY / table).glob("cell=*")):  # a whole partition folder gone
             if folder.name not in present:

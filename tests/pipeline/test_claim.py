@@ -1,22 +1,45 @@
-"""One writer per sweep: the claim beside a sweep's directory, between real processes."""
+"""One writer per sweep: the claim beside a sweep's directory, between real processes; fencing a driver
+whose claim another took over."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import ray
+import yaml
 
 from pipeline import claim
-from pipeline.claim import ClaimHolder, SweepBusyError, claim_path, claim_sweep, read_claim
+from pipeline.actors import EpisodeWorker
+from pipeline.analysis.digest import compare, sweep_digest
+from pipeline.claim import ClaimHolder, ClaimLostError, SweepBusyError, claim_path, claim_sweep, read_claim
+from pipeline.cli import CLAIM_LOST_STATUS
+from pipeline.config import load_job
+from pipeline.dispatch import start_deployments, stop_deployments
+from pipeline.launch import run_sweep
+from pipeline.manifest import read_manifest
+from pipeline.store.reader import finished_episodes
+from pipeline.store.verify import verify_sweep
+from pipeline.sweep import expand
+from pipeline.testhooks import SIGNAL_ENV
 from tests.conftest import REPO_ROOT
+from tests.pipeline.analysis.test_live import eventually
+from tests.pipeline.conftest import SMALL_ORACLE_JOB
+
+TINY_JOB = {"name": "fenced", "plugins": ["tests.plugins.tiny"], "benchmarks": [{"benchmark": "tiny", "tasks": ["t1"]}],
+            "methods": [{"name": "flowstate"}, {"name": "full_context"}], "agents": [{"deployment": "oracle"}],
+            "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}}}
 
 
 @contextlib.contextmanager
@@ -59,12 +82,57 @@ def test_a_claim_is_released_on_exit_and_on_error_and_is_re_entrant(tmp_path):
     assert not claim_path(sweep).exists()
 
 
-def test_a_dead_drivers_claim_goes_stale_and_is_taken(tmp_path):
+def test_a_dead_drivers_claim_is_taken_once_watched_unchanged_for_a_lease(tmp_path, monkeypatch):
     sweep = tmp_path / "job-1"
+    monkeypatch.setattr(claim, "LEASE_S", 0.5)
+    monkeypatch.setattr(claim, "POLL_S", 0.02)
     with another_driver_holds(sweep, heartbeat_age_s=claim.LEASE_S + 5):
-        assert read_claim(sweep) is None  # stale: as good as none
+        assert read_claim(sweep) is None  # looks dead: as good as none
+        started = time.monotonic()
         with claim_sweep(sweep, "run"):
             assert read_claim(sweep).pid == os.getpid()
+        assert time.monotonic() - started >= claim.LEASE_S  # watched, on this host's clock, before taking it
+
+
+def test_another_hosts_claim_is_judged_by_its_heartbeats_never_by_its_clock(tmp_path, monkeypatch):
+    """Clocks that disagree: a live holder whose clock is a day behind keeps its claim; a dead one
+    whose clock is a day ahead is taken once it stayed unchanged for a lease."""
+    monkeypatch.setattr(claim, "LEASE_S", 0.3)
+    monkeypatch.setattr(claim, "POLL_S", 0.02)
+    behind, ahead = tmp_path / "job-behind", tmp_path / "job-ahead"
+    with another_driver_holds(behind, heartbeat_age_s=86_400) as path:
+        with beating(path), pytest.raises(SweepBusyError, match="pid 4242 on node-7"), claim_sweep(behind, "run"):
+            pass
+        assert read_holder(path).token == "other"
+    with another_driver_holds(ahead, heartbeat_age_s=-86_400):
+        taken = threading.Event()
+        started = time.monotonic()
+        threading.Thread(target=lambda: _take(ahead, taken), daemon=True).start()
+        assert taken.wait(10) and time.monotonic() - started >= claim.LEASE_S
+
+
+def _take(sweep: Path, taken: threading.Event) -> None:
+    with claim_sweep(sweep, "run", wait=True):
+        taken.set()
+
+
+@contextlib.contextmanager
+def beating(path: Path) -> Iterator[None]:
+    """TEST FIXTURE: another host's live driver, rewriting its claim (its own clock frozen) every 20 ms."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.02):
+            holder = read_holder(path)
+            path.write_text(holder.model_copy(update={"beats": holder.beats + 1}).model_dump_json())
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def test_different_sweeps_of_one_folder_do_not_block_each_other(tmp_path):
@@ -137,9 +205,97 @@ def test_a_live_driver_on_this_host_keeps_its_claim_even_when_its_heartbeat_is_o
 def test_a_claim_being_written_by_another_driver_is_never_removed_on_release(tmp_path):
     sweep = tmp_path / "job-1"
     with claim_sweep(sweep, "run"):
-        claim_path(sweep).write_text("")  # another driver's claim, created and not yet written
-    assert claim_path(sweep).exists()
+        path = claim_path(sweep)
+        path.rename(tmp_path / "broken")  # judged dead and broken by another driver,
+        path.write_text("")  # whose claim is created and not yet written
+    assert path.exists() and path.read_text() == ""
+
+
+def test_a_holder_whose_claim_was_taken_over_finds_out_before_its_next_write(tmp_path, monkeypatch):
+    """The fencing check: the dispatch loop asks before each episode, an actor before it stores
+    one, and the heartbeat before each beat (then the claim is marked lost)."""
+    sweep = tmp_path / "job-1"
+    monkeypatch.setattr(claim, "HEARTBEAT_S", 0.02)
+    path = claim_path(sweep)
+    with claim_sweep(sweep, "run") as held:
+        held.check()
+        held.fence.check()  # while it stands, nothing is raised
+        path.rename(tmp_path / "broken")  # another driver judged this one dead and broke its claim,
+        taker = read_holder(tmp_path / "broken").model_copy(update={"host": "node-7", "pid": 4242, "token": "other"})
+        path.write_text(taker.model_dump_json())  # then took its own
+        with pytest.raises(ClaimLostError, match="lost its claim .* now held by run by pid 4242 on node-7"):
+            held.check()
+        with pytest.raises(ClaimLostError, match="another driver took the sweep over"):
+            held.fence.check()
+        assert held.lost.wait(10)  # the heartbeat saw it too, and beats no more
+    assert read_holder(path) == taker  # released: the other's claim stands as it was
 
 
 def read_holder(path: Path) -> ClaimHolder:
     return ClaimHolder.model_validate_json(path.read_text())
+
+
+def test_an_actor_stores_no_episode_once_its_drivers_claim_is_another_drivers(tmp_path):
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(TINY_JOB))
+    job = load_job(tmp_path / "job.yaml")
+    sweep = expand(job)
+    folder = tmp_path / "runs" / sweep.sweep_id
+    first, second = sweep.episodes
+    deployments = start_deployments(job)
+    try:
+        with claim_sweep(folder, "run") as held:
+            worker = EpisodeWorker(job, folder, deployments, "test", held.fence)  # the actor's body, in this process
+            asyncio.run(worker.run(first, 1))
+            path = claim_path(folder)
+            path.rename(tmp_path / "broken")  # taken over by another driver
+            path.write_text(read_holder(tmp_path / "broken").model_copy(update={"token": "other"}).model_dump_json())
+            with pytest.raises(ClaimLostError):
+                asyncio.run(worker.run(second, 1))  # it ran, and stored nothing: the new holder runs it
+    finally:
+        stop_deployments(deployments)
+    assert finished_episodes(folder).done == {first.episode_id}
+    assert not [p for p in folder.rglob("*") if second.episode_id in p.name]
+
+
+def paused(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP): its state in /proc."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "T"
+
+
+@pytest.mark.slow
+def test_a_paused_driver_taken_over_from_another_host_stops_before_its_next_episode(ray_local, oracle_sweep, tmp_path):
+    """A driver paused (SIGSTOP, as a paused VM) after its second episode, one at a time: another
+    host watches its claim unchanged for a lease and takes it over. Running again, the old driver
+    dispatches no further episode, writes nothing more, says so and exits 3; the new holder's run
+    then gives what an uninterrupted run gives."""
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({**SMALL_ORACLE_JOB, "name": "taken-over", "execution": {"concurrency": 1}}))
+    out = tmp_path / "runs"
+    sweep_dir = out / expand(load_job(job)).sweep_id
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "run", str(job), "--out", str(out),
+         "--address", ray.get_runtime_context().gcs_address], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), SIGNAL_ENV: "dispatch:2:SIGSTOP"})
+    try:
+        assert eventually(lambda: paused(driver.pid), timeout_s=120)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(claim, "gethostname", lambda: "node-7")  # this test is the other host
+            patch.setattr(claim, "LEASE_S", 0.5)
+            patch.setattr(claim, "POLL_S", 0.05)
+            with claim_sweep(sweep_dir, "run", wait=True) as taker:
+                os.kill(driver.pid, signal.SIGCONT)
+                stdout, stderr = driver.communicate(timeout=60)
+                assert driver.returncode == CLAIM_LOST_STATUS, stdout + stderr
+                assert "lost its claim to the sweep" in stderr and "stopped dispatching" in stderr, stderr
+                assert len(finished_episodes(sweep_dir).done) == 2  # not one episode more
+                assert read_manifest(sweep_dir)["runs"] == [] and not verify_sweep(sweep_dir).problems
+                assert read_holder(claim_path(sweep_dir)).token == taker.holder.token
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    result = run_sweep(job, out=out)
+    assert (result.skipped, result.completed, result.failed) == (2, 6, 0)
+    comparison = compare(sweep_digest(oracle_sweep), sweep_digest(sweep_dir))
+    assert comparison.same, comparison

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import REPO_ROOT
 
 
-def flowstate(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+def flowstate(*args: str, cwd=REPO_ROOT, max_memory: int | None = None) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own (``max_memory``: bytes of heap it may take)."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (max_memory, max_memory))
+
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300,
+                          preexec_fn=limit if max_memory else None)
 
 
 def test_trace_replay_writes_the_result(tmp_path):
@@ -50,6 +58,51 @@ def test_a_malformed_job_is_one_clear_line(tmp_path):
                    "user_simulator: scripted\njudge: none\n")
     proc = flowstate("run", str(job))
     assert proc.returncode == 2 and "job.yaml:2: benchmarks" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _edited(job: dict, **changes) -> str:
+    import yaml
+
+    return yaml.safe_dump({**job, **changes})
+
+
+def _refused_jobs() -> dict[str, tuple[str, str]]:
+    """Jobs `run` refuses before anything starts (job text, what its one line says)."""
+    from tests.pipeline.conftest import SMALL_ORACLE_JOB as JOB
+
+    airline, text = JOB["benchmarks"][0], _edited(JOB)
+    name_line = text.splitlines().index(f"name: {JOB['name']}") + 1
+    bomb = "".join(f"l{d}: &l{d} [{', '.join([f'*l{d - 1}' if d else 'x'] * 10)}]\n" for d in range(8))
+    return {
+        "methods differing by label": (_edited(JOB, methods=[{"name": "flowstate", "label": "fs-a"},
+                                                            {"name": "flowstate", "label": "fs-b"}],
+                                               analysis={"baseline": "fs-a"}),
+                                       "methods[0] ('fs-a') and methods[1] ('fs-b') make the same cells"),
+        "agents differing by label": (_edited(JOB, agents=[{"deployment": "oracle", "label": "run-1"},
+                                                          {"deployment": "oracle", "label": "run-2"}]),
+                                      "agents[0] ('run-1') and agents[1] ('run-2') make the same cells"),
+        "a task twice": (_edited(JOB, benchmarks=[{**airline, "tasks": ["0", "0"]}]),
+                         "benchmarks[0].tasks: task '0' is listed more than once"),
+        "too many trials": (_edited(JOB, trials=10**12), "= 8,000,000,000,000 episodes, beyond the 10,000,000"),
+        "a baseline of no method": (_edited(JOB, analysis={"baseline": "oracle"}), "analysis.baseline: 'oracle' is not"),
+        "a bar in a label": (_edited(JOB, methods=[{"name": "flowstate", "label": "fs|a"}]), "methods[0].label: 'fs|a'"),
+        "a key twice": (text + "name: again\n",
+                        f":{text.count(chr(10)) + 1}: duplicate key 'name' (first on line {name_line})"),
+        "an alias bomb": (text + bomb, ": its aliases expand it to 123,456,"),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_refused_jobs()))
+def test_run_refuses_a_job_in_one_line_before_anything_starts(tmp_path, case):
+    """In 1 GiB: a trillion trials (or 10^8 aliased nodes) is counted, never made."""
+    text, expected = _refused_jobs()[case]
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    proc = flowstate("run", str(job), "--out", str(tmp_path / "runs"), "--dry-run", max_memory=2**30)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"flowstate: error: {job}") and proc.stderr.count("\n") == 1, proc.stderr
+    assert expected in proc.stderr
+    assert not (tmp_path / "runs").exists()
 
 
 def test_show_prints_an_episode(oracle_sweep):

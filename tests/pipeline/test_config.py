@@ -55,7 +55,8 @@ def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, methods, 
 
     job = load_job(REPO_ROOT / "jobs" / name)
     sweep = expand(job)
-    assert (len(sweep.cells), len(sweep.episodes)) == (cells, episodes)
+    assert (len(sweep.cells), len(sweep.episodes)) == (cells, episodes) == (len(set(c.cell_id for c in sweep.cells)),
+                                                                           len(set(sweep.episodes.ids())))
     assert job.analysis.baseline == "full_context" and {m.name for m in job.methods} == methods
 
 
@@ -159,6 +160,180 @@ def test_not_yaml_or_not_a_mapping(tmp_path, text):
 def test_a_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="file not found"):
         load_job(tmp_path / "nope.yaml")
+
+
+def _locate(tmp_path, text):
+    """The job through the real first phase of `flowstate run`: load, then expand."""
+    from pipeline.plan import locate_sweep
+
+    return locate_sweep(_write(tmp_path, text))[0]
+
+
+TWINS = [
+    # two methods that differ only by label (a natural way to ask for repeats)
+    (("  - {name: full_context, protocol: json}", "  - {name: flowstate, label: fs-b}"),
+     r"job.yaml: methods\[0\] \('flowstate'\) and methods\[1\] \('fs-b'\) make the same cells"),
+    # two agents that differ only by label, or by the name of a deployment of the same model
+    (("  - {deployment: oracle}", "  - {deployment: oracle, label: run-1}\n  - {deployment: oracle, label: run-2}"),
+     r"job.yaml: agents\[0\] \('run-1'\) and agents\[1\] \('run-2'\) make the same cells .*raise trials:"),
+    (("  - {deployment: oracle}", "  - {deployment: oracle}\n  - {deployment: again}"),
+     r"agents\[0\] \('oracle'\) and agents\[1\] \('again'\) make the same cells"),
+    # the same benchmark cell twice
+    (("reward_basis: classic}", "reward_basis: classic}\n  - {benchmark: taubench, domain: airline, tasks: ['0', '1'], "
+      "reward_basis: classic}"), r"benchmarks\[0\] \('airline'\) and benchmarks\[1\] \('airline'\) make the same cells"),
+]
+
+
+@pytest.mark.parametrize(("edit", "expected"), TWINS)
+def test_entries_that_differ_only_by_name_are_refused_before_they_share_a_cell(tmp_path, edit, expected):
+    text = GOOD.replace(*edit) + "  again: {kind: scripted, name: oracle}\n"
+    with pytest.raises(ConfigError, match=expected):
+        _locate(tmp_path, text)
+
+
+def test_entries_with_their_own_options_keep_their_own_cells_and_ids(tmp_path):
+    """What differs in anything but a name is two cells, as before: the ids of valid jobs stay."""
+    text = GOOD.replace("  - {deployment: oracle}", "  - {deployment: oracle, label: cold}\n"
+                        "  - {deployment: oracle, label: warm, sampling: {temperature: 0.7}}")
+    sweep = _locate(tmp_path, text)
+    assert [c.label.removeprefix("taubench.airline.") for c in sweep.cells] == [
+        "flowstate.cold", "flowstate.warm", "full_context-json.cold", "full_context-json.warm"]
+    assert len({c.cell_id for c in sweep.cells}) == 4 and len(set(sweep.episodes.ids())) == len(sweep.episodes) == 8
+
+
+@pytest.mark.parametrize("tasks", ['["0", "0"]', '["0", "1", "0"]'])
+def test_a_task_listed_twice_is_refused(tmp_path, tasks):
+    with pytest.raises(ConfigError, match=r"job.yaml: benchmarks\[0\].tasks: task '0' is listed more than once"):
+        _locate(tmp_path, GOOD.replace('tasks: ["0", "1"]', f"tasks: {tasks}"))
+
+
+def test_the_limit_on_episodes_is_the_jobs_own(tmp_path):
+    """Counted, not made (test_cli.py refuses a trillion trials in a process of 1 GiB); a job may raise it."""
+    with pytest.raises(ConfigError, match=r"job.yaml: trials: 2 × 2 tasks × 2 methods × 1 agents = 8 episodes, beyond "
+                                          r"the 7 a job may have: lower trials or tasks, or raise execution.max_episodes"):
+        _locate(tmp_path, GOOD + "trials: 2\nexecution: {max_episodes: 7}\n")
+    assert len(_locate(tmp_path, GOOD + "trials: 2\nexecution: {max_episodes: 8}\n").episodes) == 8
+
+
+@pytest.mark.parametrize(("edits", "expected"), [
+    ([("  - {name: flowstate}", "  - {name: flowstate, label: 'fs|paper'}")], r"methods\[0\].label: 'fs\|paper': a label"),
+    ([("  - {deployment: oracle}", '  - {deployment: oracle, label: "run\\n2"}')], r"agents\[0\].label: 'run\\n2': a label"),
+    # an agent's label is its deployment's name unless it has one
+    ([("deployment: oracle}", "deployment: 'or|acle'}"), ("  oracle: {kind", "  'or|acle': {kind")],
+     r"agents\[0\].deployment: 'or\|acle': a label may not hold '\|' or a line break"),
+])
+def test_a_label_with_a_bar_or_a_line_break_is_refused(tmp_path, edits, expected):
+    text = GOOD
+    for old, new in edits:
+        text = text.replace(old, new)
+    with pytest.raises(ConfigError, match=f"job.yaml: {expected}"):
+        load_job(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(("baseline", "refused"), [
+    ("full_context-json", False), ("full_context", False),  # a method's name, when one label has it (as the report reads it)
+    ("oracle", True), ("full-context", True), ("flowstate-json", True),
+])
+def test_the_baseline_names_a_method_of_the_job(tmp_path, baseline, refused):
+    path = _write(tmp_path, GOOD + f"analysis: {{baseline: {baseline}}}\n")
+    if not refused:
+        assert load_job(path).analysis.baseline == baseline
+        return
+    with pytest.raises(ConfigError, match=rf"job.yaml: analysis.baseline: '{baseline}' is not the label of one of the "
+                                          r"job's methods \(flowstate, full_context-json\)"):
+        load_job(path)
+
+
+@pytest.mark.parametrize(("edit", "line", "key", "first"), [
+    (("judge: none", "judge: none\nname: other"), 11, "name", 1),
+    (("  oracle: {kind: scripted, name: oracle}", "  oracle: {kind: scripted, name: oracle, name: other}"), 12, "name", 12),
+    (("  oracle: {kind: scripted, name: oracle}", "  oracle: {kind: scripted, name: oracle}\n  oracle: {kind: scripted, "
+      "name: other}"), 13, "oracle", 12),
+])
+def test_a_key_twice_in_a_mapping_is_an_error_not_the_last_one(tmp_path, edit, line, key, first):
+    with pytest.raises(ConfigError, match=rf"job.yaml:{line}: duplicate key '{key}' \(first on line {first}\)"):
+        load_job(_write(tmp_path, GOOD.replace(*edit)))
+
+
+def test_a_merge_key_may_be_overridden(tmp_path):
+    text = GOOD.replace("  oracle: {kind: scripted, name: oracle}",
+                        "  base: &base {kind: scripted, name: other}\n  oracle: {<<: *base, name: oracle}")
+    assert load_job(_write(tmp_path, text)).deployments["oracle"].name == "oracle"
+
+
+def _tree_size(data) -> int:
+    """Nodes of plain data as YAML counts them: a mapping, each key and value, a sequence, each item."""
+    if isinstance(data, dict):
+        return 1 + sum(1 + _tree_size(v) for v in data.values())
+    if isinstance(data, list):
+        return 1 + sum(map(_tree_size, data))
+    return 1
+
+
+def _levels(anchor: str, width: int, depth: int) -> list[str]:
+    """``depth`` flow sequences, each ``width`` aliases of the one before: width^depth leaves."""
+    lines = [f"{anchor}0: &{anchor}0 [{', '.join(['x'] * width)}]"]
+    lines += [f"{anchor}{d}: &{anchor}{d} [{', '.join([f'*{anchor}{d - 1}'] * width)}]" for d in range(1, depth)]
+    return lines
+
+
+def test_alias_expansion_is_counted_without_expanding(tmp_path):
+    import yaml
+
+    from pipeline.yaml_errors import MAX_NODES, expanded_size
+
+    small = "\n".join(_levels("l", 3, 4)) + "\nother: {a: *l2, b: [*l1, *l0]}\n"
+    assert expanded_size(yaml.compose(small, Loader=yaml.SafeLoader)) == _tree_size(yaml.safe_load(small)) == 245
+    # a bomb of under 1 KB: 10^8 leaves, refused by its count before anything walks them
+    bomb = "name: bomb\n" + "\n".join(_levels("l", 10, 8)) + "\n"
+    assert len(bomb) < 1024
+    sizes = [11]  # each level: the sequence and its 10 items
+    for _ in range(7):
+        sizes.append(1 + 10 * sizes[-1])
+    count = 1 + 2 + sum(1 + s for s in sizes)  # the mapping, name: bomb, each level's key and sequence
+    assert expanded_size(yaml.compose(bomb, Loader=yaml.SafeLoader)) == count > 10**8
+    with pytest.raises(ConfigError, match=rf"job.yaml: its aliases expand it to {count:,} YAML nodes, beyond the "
+                                          rf"{MAX_NODES:,} a job file may hold"):
+        load_job(_write(tmp_path, bomb))
+
+
+def test_aliases_under_a_free_form_mapping_are_bounded(tmp_path):
+    """A valid job may use aliases (in engine_args, say, which no model checks) up to the bound, not beyond."""
+    import yaml
+
+    from pipeline.yaml_errors import MAX_NODES
+
+    def job(depth: int) -> str:
+        args = ", ".join(_levels("a", 10, depth)).replace("x", '"x"')
+        return GOOD + f"  big: {{kind: vllm, model: m, engine_args: {{{args}}}}}\n"
+
+    loaded = load_job(_write(tmp_path, job(3)))
+    assert loaded.deployments["big"].engine_args["a2"] == [[["x"] * 10] * 10] * 10
+    count = _tree_size(yaml.safe_load(job(5)))  # the data as a tree, walked node by node
+    assert MAX_NODES < count < 2 * MAX_NODES
+    with pytest.raises(ConfigError, match=rf"job.yaml: its aliases expand it to {count:,} YAML nodes, beyond the "
+                                          rf"{MAX_NODES:,}"):
+        load_job(_write(tmp_path, job(5)))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("name: &a [*a]\n", r"job.yaml: an alias names a node that contains it, so the file expands without end"),
+    ("name: " + "[" * 1000 + "]" * 1000 + "\n", r"job.yaml: not valid YAML: nested too deeply"),
+])
+def test_a_file_without_end_or_too_deep_is_refused(tmp_path, text, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_job(_write(tmp_path, text))
+
+
+def test_only_group_travel_cells_carry_a_text_revision():
+    """Group travel's base plan text lost a stray newline (CONTRACT §4.1), so its cells have new ids and
+    never resume onto results made with the old text; every other cell keeps its id (test_golden.py)."""
+    from pipeline.benchmarks.memoryarena.data import CONFIGS
+    from pipeline.benchmarks.memoryarena.plugin import MemoryArenaCell
+
+    identities = {domain: MemoryArenaCell(domain=domain).identity() for domain in CONFIGS}
+    assert [d for d, identity in identities.items() if "text_revision" in identity] == ["group_travel_planner"]
+    assert identities["group_travel_planner"]["text_revision"] == 1
 
 
 def test_where_vllm_is_installed_is_no_part_of_any_id(monkeypatch, tmp_path):

@@ -8,32 +8,43 @@ server on 127.0.0.1 and MLflow's real sqlite store:
 - a canary in one episode's task reaches no other episode's rows, for every registered method, with
   the episodes running concurrently in one actor (test_properties.py checks the sessions alone);
 - the stand-in server listens on loopback only (a started deployment's servers: test_llamacpp.py,
-  test_wordllama.py).
+  test_wordllama.py);
+- a password in the tracking URI (``MLFLOW_TRACKING_URI``, a job's ``tracking_uri: "${VAR}"``)
+  reaches no console and no log of any command, whether MLflow's server fails or answers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import logging
 import os
 import re
 import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 import ray
+import yaml
 from mlflow import MlflowClient
 from rich.console import Console
 
 from flowstate import METHODS, ChatMessage
+from pipeline.cli import main
 from pipeline.config import load_job
 from pipeline.dispatch import dispatch
 from pipeline.fixtures import UnchangedStatePolicy
 from pipeline.fixtures.oracle_server import OracleResponder
 from pipeline.launch import run_sweep
 from pipeline.llm.stub_server import StubServer
+from pipeline.manifest import read_manifest
 from pipeline.plan import plan_sweep
 from pipeline.sweep import expand
 from tests.listening import all_loopback, listening_addresses
@@ -196,3 +207,109 @@ def test_the_stand_in_server_listens_on_loopback_only():
     (vLLM cannot run here; its command line binds the spec's host, test_commands.py)."""
     with StubServer() as stub:
         assert all_loopback({a for a in listening_addresses(os.getpid()) if a[1] == stub.port})
+
+
+# TEST FIXTURE: MLflow's own tracking server (as `mlflow server` builds it) on 127.0.0.1 over a store
+# of the test's, in a process of its own; while the file named third exists, it answers 500 to every
+# write of metrics and params.
+MLFLOW_SERVER = """
+import os, socket, sys
+from pathlib import Path
+os.environ["_MLFLOW_SERVER_FILE_STORE"], os.environ["_MLFLOW_SERVER_ARTIFACT_ROOT"], failing = sys.argv[1:4]
+import uvicorn
+from fastapi.responses import JSONResponse
+from mlflow.server.fastapi_app import create_fastapi_app
+
+app = create_fastapi_app()
+
+@app.middleware("http")
+async def store(request, call_next):
+    if Path(failing).exists() and request.url.path.endswith("/runs/log-batch"):
+        return JSONResponse({"error_code": "INTERNAL_ERROR", "message": "the store is down"}, status_code=500)
+    return await call_next(request)
+
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen()
+print(sock.getsockname()[1], flush=True)
+uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+"""
+
+ONE_EPISODE_JOB = {
+    "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["0"], "reward_basis": "classic"}],
+    "methods": [{"name": "full_context"}], "agents": [{"deployment": "oracle"}], "user_simulator": "scripted",
+    "judge": "none", "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}},
+}
+
+
+@contextlib.contextmanager
+def debug_log(path: Path) -> Iterator[None]:
+    """Every logger at DEBUG into ``path`` (MLflow's and Ray's have handlers of their own)."""
+    handler = logging.FileHandler(path)
+    loggers = [logging.getLogger(name) for name in ("", "mlflow", "urllib3", "ray")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+        handler.close()
+
+
+def flowstate(*args: str) -> int:
+    """``flowstate ARGS`` in this process (``run`` installs its signal handlers: put back after)."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return main(list(args))
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+def test_a_password_in_the_tracking_uri_reaches_no_console_or_log_whether_the_store_fails_or_not(
+        ray_local, tmp_path, monkeypatch, capfd, mlflow_store):
+    env_password, var_password = (f"{kind}-canary-{secrets.token_hex(12)}" for kind in ("env", "var"))
+    failing = tmp_path / "store-fails"
+    failing.touch()
+    server = subprocess.Popen([sys.executable, "-c", MLFLOW_SERVER, mlflow_store, str(tmp_path / "artifacts"),
+                               str(failing)], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert server.stdout is not None
+        host = f"127.0.0.1:{server.stdout.readline().strip()}"
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://alice:{env_password}@{host}/")
+        monkeypatch.setenv("FLOWSTATE_CANARY_URI", f"http://bob:{var_password}@{host}/")
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")  # a retry, at once: the store stays down
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
+        jobs = []
+        for name, tracking in (("uri-in-env", {}), ("uri-in-var", {"tracking_uri": "${FLOWSTATE_CANARY_URI}"})):
+            jobs.append(tmp_path / f"{name}.yaml")
+            jobs[-1].write_text(yaml.safe_dump({**ONE_EPISODE_JOB, "name": f"{name}-{secrets.token_hex(4)}",
+                                                "tracking": {**tracking, "live_every_s": 0.1}}))
+        sweeps = [expand(load_job(job)) for job in jobs]
+        folders = [str(tmp_path / "runs" / sweep.sweep_id) for sweep in sweeps]
+        with debug_log(tmp_path / "debug.log"):
+            assert [flowstate("run", str(job), "--out", str(tmp_path / "runs")) for job in jobs] == [1, 1]
+            assert [flowstate("track", folder) for folder in folders] == [2, 2]
+            failing.unlink()  # the store answers again
+            assert [flowstate("track", folder) for folder in folders] == [0, 0]
+            for command in (["compact", folders[1]], ["report", folders[1]], ["query", "pass_rate", "--runs", folders[1]],
+                            ["verify", folders[1]], ["grade", folders[1]],
+                            ["show", next(sweeps[1].episodes.ids()), "--runs", folders[1]],
+                            ["run", str(jobs[1]), "--out", str(tmp_path / "runs")]):  # the rest, both URIs set
+                assert flowstate(*command) == 0, command
+        console = capfd.readouterr()
+    finally:
+        server.kill()
+        server.wait()
+    shown = console.out + console.err
+    assert shown.count("MLflow live tracking failed") == 2 and shown.count("MLflow logging failed") == 4, shown
+    assert "alice:***@" in shown and "bob:***@" in shown  # the store named, its password not
+    client = MlflowClient(mlflow_store)  # the store behind the server: both sweeps logged in the end
+    assert {client.get_run(read_manifest(Path(f))["mlflow_run_id"]).info.status for f in folders} == {"FINISHED"}
+    canaries = [env_password, var_password]
+    assert [c for c in canaries if c in shown] == []
+    assert files_holding([tmp_path, Path(mlflow_store.removeprefix("sqlite:///")).parent, ray_logs()], canaries) == []

@@ -112,6 +112,24 @@ def test_sql_report_and_mlflow_show_the_plugins(plugin_sweep: Path, tmp_path: Pa
     assert by_method["last_n"]["depth.nauc"] == 100.0
 
 
+def test_readers_take_a_plugin_benchmark_from_the_manifest_not_its_module(plugin_sweep: Path, tmp_path: Path) -> None:
+    """In a fresh process (where the plug-in is importable but nothing imported it), the report has
+    the plug-in's own layout, from the catalog the manifest stored, and the module stays unimported."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    out = tmp_path / "report.md"
+    script = ("import sys; from pipeline.cli import main; "
+              f"code = main(['report', {str(plugin_sweep)!r}, '--out', {str(out)!r}]); "
+              "sys.exit(3 if 'tests.plugins.tiny' in sys.modules else code)")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "## Tiny results" in text and "| Model | Method | Lookup EM | Lookup Micro | Lookup #Tok |" in text
+
+
 def test_regrading_rewrites_the_request_outcomes(plugin_sweep: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
@@ -120,7 +138,7 @@ def test_regrading_rewrites_the_request_outcomes(plugin_sweep: Path, tmp_path: P
     shutil.copytree(plugin_sweep, sweep)
     for path in (sweep / "request_outcomes").glob("*/*.parquet"):
         path.unlink()  # as if an older version had written none
-    assert main(["grade", str(sweep)]) == 0
+    assert main(["grade", str(sweep), "--plugin", "tests.plugins.tiny"]) == 0  # never imported from the manifest
     assert "graded 4 episodes (0 changed, 0 ungraded), mean reward 1.0000" in capsys.readouterr().out
     assert rows(sweep, "request_outcomes", "SELECT count(*), bool_and(correct) FROM {T}") == [(10, True)]
 

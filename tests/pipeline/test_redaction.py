@@ -152,6 +152,16 @@ def test_a_redacted_value_is_read_again_from_the_environment_unless_it_was_writt
         restore("postgresql://u:***@db/mlflow", "uri")
 
 
+def test_a_variable_holding_a_url_with_a_password_is_written_as_its_reference_and_read_again(monkeypatch):
+    """``tracking_uri: "${MLFLOW_URI}"``: the name reads as no secret, the value holds one."""
+    uri = "https://alice:s3cret-pw@mlflow.example/"
+    written = Secrets.of_job({}, {"MLFLOW_URI": uri, "MLFLOW_HOST": "https://mlflow.example/"}).redact(
+        {"tracking_uri": uri, "other": "https://mlflow.example/"})
+    assert written == {"tracking_uri": "${MLFLOW_URI}", "other": "https://mlflow.example/"}
+    monkeypatch.setenv("MLFLOW_URI", uri)
+    assert restore(written["tracking_uri"], "tracking.tracking_uri") == uri
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml")))
 def test_no_shipped_job_setting_is_mistaken_for_a_secret(name):
     job = load_job(REPO_ROOT / "jobs" / name)

@@ -24,9 +24,9 @@ from pipeline import launch
 from pipeline.analysis.catalog import list_queries
 from pipeline.analysis.live import LiveTracking
 from pipeline.analysis.query import run_query
-from pipeline.dispatch import STOP_REQUESTED, request_stop
 from pipeline.finish import finish_sweep
 from pipeline.manifest import read_manifest
+from pipeline.stopping import STOP_REQUESTED, request_stop
 from tests.pipeline.analysis.test_live import eventually, locked
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 

@@ -119,9 +119,9 @@ def test_a_malformed_reference_is_an_error_naming_the_line(tmp_path, reference):
 
 def test_a_value_cannot_add_keys_to_a_job(tmp_path, monkeypatch):
     """A newline in a value would add ``plugins:`` (imported: code run) were values pasted into the text."""
-    monkeypatch.setenv("FLOWSTATE_LABEL", "agent\nplugins: [tests.plugins.nothing_here]")
-    job = load_job(write(tmp_path, GOOD.replace("{deployment: oracle}", "{deployment: oracle, label: ${FLOWSTATE_LABEL}}")))
-    assert job.plugins == [] and job.agents[0].label == "agent\nplugins: [tests.plugins.nothing_here]"
+    monkeypatch.setenv("FLOWSTATE_TEXT", "text\nplugins: [tests.plugins.nothing_here]")
+    job = load_job(write(tmp_path, GOOD + "description: ${FLOWSTATE_TEXT}\n"))
+    assert job.plugins == [] and job.description == "text\nplugins: [tests.plugins.nothing_here]"
 
 
 def test_one_string_expands_with_the_same_rules():

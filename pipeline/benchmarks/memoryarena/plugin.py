@@ -51,6 +51,9 @@ FORMAL = ("formal_reasoning_math", "formal_reasoning_phys")
 DOMAIN_LABELS = {"bundled_shopping": "Shopping", "group_travel_planner": "Travel", "formal_reasoning_math": "Math",
                  "formal_reasoning_phys": "Physics"}
 SHOPPING = "bundled_shopping"
+# Environments whose prompt or memory texts changed since their cells' ids were first pinned, and how
+# often: group travel's base plan lost a second trailing newline (CONTRACT §4.1).
+TEXT_REVISIONS: dict[str, int] = {"group_travel_planner": 1}
 
 
 class MemoryArenaCell(BenchmarkCell):
@@ -67,6 +70,12 @@ class MemoryArenaCell(BenchmarkCell):
     max_tool_rounds: int = Field(default=3, gt=0)  # formal reasoning: rounds of reasoning-tool calls
     max_actions: int | None = Field(default=None, gt=0)  # shopping: actions per product step (None: upstream's 20)
     identity_when_set: ClassVar[frozenset[str]] = frozenset({"max_actions"})
+
+    def identity(self) -> dict[str, Any]:
+        """Its options, and the revision of its environment's texts where they changed after ids were
+        first pinned: results made with the old texts are never resumed onto (other cells keep their ids)."""
+        revision = TEXT_REVISIONS.get(self.domain)
+        return super().identity() | ({"text_revision": revision} if revision is not None else {})
 
 
 def shopping_db(cell: MemoryArenaCell) -> Path:

@@ -65,13 +65,14 @@ def travel_prompts(task: TravelTask) -> list[tuple[str, str]]:
 
 
 def plan_text(name: str, days: list[dict[str, Any]]) -> str:
-    """A plan as upstream writes the base person's: a header, then per day its seven lines and a blank line."""
+    """A plan as upstream writes the base person's: a header, then per day its seven lines and a blank
+    line, joined with newlines (so it ends with one, the last day's blank line)."""
     lines = [f"=== {name}'s Plan ==="]
     for day in days:
         lines.append(f"Day {day.get('days') or day.get('day')}:")
         lines += [f"{label}: {day.get(key, '-')}" for label, key in zip(_PLAN_LABELS, PLAN_KEYS, strict=True)]
         lines.append("")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 def base_plan_text(task: TravelTask) -> str:

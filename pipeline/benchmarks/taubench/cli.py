@@ -94,11 +94,12 @@ def _replay(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from pipeline.benchmarks.taubench.export import export_tau2
     from pipeline.manifest import ManifestError
+    from pipeline.outputs import OutputPathError, output_file
     from pipeline.store.files import NoResultsError
 
     try:
-        exported = export_tau2(args.dir, args.out)
-    except (NoResultsError, ManifestError) as exc:
+        exported = export_tau2(args.dir, output_file(args.out, "--out"))
+    except (NoResultsError, ManifestError, OutputPathError) as exc:
         raise CliError(str(exc)) from None
     for path in exported.paths:
         print(f"wrote {path}")

@@ -30,6 +30,9 @@ def test_the_judge_prompt_and_its_substring_verdict() -> None:  # checklist 11
                       "equivalent answer for the given question:\n            Question: None\n            Expression 1: "
                       "The answer is $3$.\n            Expression 2: $3$\n\n            Respond only with \"yes\" or "
                       "\"no\". ")
+    system = "You are a helpful assistant that judges the equivalence of two mathematical expressions."  # §3.3
+    assert scoring.judge_messages("The answer is $3$.", "$3$") == [{"role": "system", "content": system},
+                                                                   {"role": "user", "content": prompt}]
     verdicts = {"yes": True, " YES.": True, "no, in the eyes of the law": True, "I did this yesterday: no": True,
                 "No, they differ": False, "y": False, "": False}
     assert {reply: scoring.judge_verdict(reply) for reply in verdicts} == verdicts
@@ -156,6 +159,14 @@ def test_r_type_rules_apply_in_order() -> None:  # checklist 8
     assert r_type(2, "Z") == 0.5  # name 0.1 is not < 0.1
     assert r_type(1, "A › B") == 0.1  # name 0.05 < 0.1 overrides the category
     assert r_type(0, "A › B") == 0.0  # name 0: the last rule wins
+
+
+def test_the_attribute_judge_gets_one_line_per_attribute() -> None:  # §5.5 (the templates: prompts.json)
+    system, user = scoring.attribute_judge_messages("Mixing Bowls, Set of 5", ["Set of 5", "glass"])
+    assert system == {"role": "system", "content": "You are a strict product-attribute judge. Use only the product name. "
+                                                   "If an attribute is not explicitly stated, answer false. Return JSON only."}
+    assert user == {"role": "user", "content": 'Product name:\nMixing Bowls, Set of 5\n\nAttributes:\n- Set of 5\n- glass\n\n'
+                                               'Return JSON: {"matches":[{"attribute":"...","has_attribute":true/false}]}'}
 
 
 def test_string_mode_matches_normalised_substrings() -> None:  # checklist 8

@@ -1,10 +1,11 @@
-"""Subtask texts and memory entries, byte for byte (CONTRACT §3.1, §3.5, §4.1–4.2, §5.1, §5.4; checklist 10, 13)."""
+"""Subtask texts and memory entries, byte for byte (CONTRACT §2, §3.1, §3.5, §4.1–4.2, §5.1, §5.4; checklist 10, 13)."""
 
 from __future__ import annotations
 
 import json
 
 from pipeline.benchmarks.memoryarena.data import ShoppingTask, TravelTask
+from pipeline.benchmarks.memoryarena.environments import FormalEpisode
 from pipeline.benchmarks.memoryarena.subtasks import (
     base_memory_entry,
     base_plan_text,
@@ -14,6 +15,7 @@ from pipeline.benchmarks.memoryarena.subtasks import (
     shopping_memory_entry,
     shopping_prompts,
     travel_user_message,
+    traveller_memory_entry,
     traveller_name,
     wrap_memory,
 )
@@ -49,13 +51,16 @@ def test_travel_names_messages_base_plan_and_memory() -> None:
              "lunch": "-", "dinner": "D, B", "accommodation": "H, B"},
             {"days": 0, "day": 2, "current_city": "B"}]},  # days falsy: day; missing keys: "-"
         "questions": ["I am Al.\n q"], "answers": [[]]})
-    assert base_plan_text(task) == (
-        "=== Jo's Plan ===\nDay 1:\nCurrent City: from A to B\nTransportation: Flight F1\nBreakfast: -\nAttraction: -\n"
-        "Lunch: -\nDinner: D, B\nAccommodation: H, B\n\nDay 2:\nCurrent City: B\nTransportation: -\nBreakfast: -\n"
-        "Attraction: -\nLunch: -\nDinner: -\nAccommodation: -\n\n")
-    entry = base_memory_entry(task)
-    assert entry.startswith('{"name": "Jo", "query": "I am Jo. Go.", "is_base_person": true, "final_plan": "=== Jo')
-    assert json.loads(entry)["final_plan"] == base_plan_text(task)
+    # BASE: its lines joined with "\n", so it ends with one, the last day's empty line (§4.1)
+    base = ("=== Jo's Plan ===\nDay 1:\nCurrent City: from A to B\nTransportation: Flight F1\nBreakfast: -\n"
+            "Attraction: -\nLunch: -\nDinner: D, B\nAccommodation: H, B\n\nDay 2:\nCurrent City: B\nTransportation: -\n"
+            "Breakfast: -\nAttraction: -\nLunch: -\nDinner: -\nAccommodation: -\n")
+    assert base_plan_text(task) == base
+    # json.dumps with Python's default separators, not ASCII-escaped
+    assert base_memory_entry(task) == ('{"name": "Jo", "query": "I am Jo. Go.", "is_base_person": true, "final_plan": '
+                                       + json.dumps(base) + "}")
+    names = TravelTask.model_validate({**task.model_dump(), "base_person": {**task.base_person.model_dump(), "name": "Zoë"}})
+    assert base_memory_entry(names).startswith('{"name": "Zoë", "query"') and "=== Zoë's Plan ===" in base_memory_entry(names)
 
 
 def test_the_first_example_travel_base_plan() -> None:
@@ -64,7 +69,7 @@ def test_the_first_example_travel_base_plan() -> None:
     assert text.startswith("=== Jennifer's Plan ===\nDay 1:\nCurrent City: from St. Petersburg to Rockford\n"
                            "Transportation: Flight Number: F3573659, from St. Petersburg to Rockford, Departure Time: "
                            "15:40, Arrival Time: 17:04\n")
-    assert text.endswith("Accommodation: -\n\n")
+    assert text.endswith("Accommodation: -\n") and not text.endswith("\n\n")
 
 
 def test_shopping_instructions_follow_the_split_rules() -> None:
@@ -97,4 +102,15 @@ def test_memory_entries_and_the_wrapper() -> None:
     assert shopping_memory_entry(2, "page", "click[b0]", "next", False) == (
         "Step 2:\nUser Instruction: page\nAgent Action: click[b0]\nEnv Observation: next\nDone: False")
     assert wrap_memory(None, "hi") == "<memory_context>\nNone\n</memory_context>\nUser: hi"
+    assert wrap_memory("M", "hi") == "<memory_context>\nM\n</memory_context>\nUser: hi"
+    assert FormalEpisode(example_tasks("formal_reasoning_math")[0], None).initial_memory() == ["Initial result: Empty\n"]
+    # a traveller (§4.2): json.dumps with Python's default separators, not ASCII-escaped
+    pad = [{"step_idx": 0, "thought": None, "final_output": None, "tool_calls": [{"id": "c1", "name": "CitySearch",
+            "args": {"state": "Texas"}}], "tool_results": [{"tool_call_id": "c1", "name": "CitySearch", "result": "Austin"}]},
+           {"step_idx": 1, "thought": "Zoë's", "final_output": "Zoë's"}]
+    assert traveller_memory_entry("Zoë", "I am Zoë.\n q", pad, "Zoë's") == (
+        '{"name": "Zoë", "query": "I am Zoë.\\n q", "scratchpad": [{"step_idx": 0, "thought": null, "final_output": null, '
+        '"tool_calls": [{"id": "c1", "name": "CitySearch", "args": {"state": "Texas"}}], "tool_results": [{"tool_call_id": '
+        '"c1", "name": "CitySearch", "result": "Austin"}]}, {"step_idx": 1, "thought": "Zoë\'s", "final_output": "Zoë\'s"}], '
+        '"final_plan": "Zoë\'s"}')
     assert fill("{a}{b}{a}", {"a": "{b}", "b": "2"}) == "{b}2{b}"

@@ -172,3 +172,33 @@ def test_the_embedded_default_runs_math_travel_and_shopping_on_a_real_model(ray_
     tokens = rows(result.sweep_dir, "episodes", "SELECT bool_and(tokens = agent_prompt_tokens + agent_completion_tokens), "
                                                 "sum(judge_prompt_tokens) > 0 FROM {T}")
     assert tokens == [(True, True)]
+
+
+def test_a_travel_sweep_made_before_the_text_revision_is_graded_and_never_resumed_onto(
+        ray_local, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Group travel's cells changed ids (text_revision): a sweep made with the old ids is graded by the
+    cell ids its manifest lists, and the same job now makes a new sweep, not a resume of the old one."""
+    import asyncio
+
+    import yaml
+
+    from pipeline.benchmarks.memoryarena import plugin
+    from pipeline.plan import locate_sweep
+    from pipeline.regrade import regrade
+    from tests.pipeline.benchmarks.memoryarena.conftest import example_tasks
+
+    job = {"name": "travel", "benchmarks": [{"benchmark": "memoryarena", "domain": "group_travel_planner",
+                                             "source": "examples", "tasks": [str(example_tasks("group_travel_planner")[0].id)]}],
+           "methods": [{"name": "full_context"}], "agents": [{"deployment": "oracle"}], "judge": "scripted",
+           "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}}, "limits": {"max_steps_per_request": 60}}
+    path = tmp_path / "travel.yaml"
+    path.write_text(yaml.safe_dump(job))
+    with monkeypatch.context() as before:
+        before.setattr(plugin, "TEXT_REVISIONS", {})
+        old = run_sweep(path, out=tmp_path / "runs")
+    assert (old.completed, old.failed) == (1, 0)
+    summary = asyncio.run(regrade(old.sweep_dir))
+    assert (summary.episodes, summary.changed, summary.mean_reward) == (1, 0, 1.0)
+    sweep, sweep_dir = locate_sweep(path, out=tmp_path / "runs")
+    assert sweep_dir != old.sweep_dir and not set(sweep.episodes.ids()) & set(rows(old.sweep_dir, "episodes",
+                                                                                  "SELECT episode_id FROM {T}")[0])
