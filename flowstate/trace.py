@@ -88,5 +88,12 @@ REPLAY_FIELDS = ("request", "step", "accepted_ops", "rejected_ops", "focus_reque
 
 
 def _step_json(record: StepRecord) -> dict[str, Any]:
+    """The fields, with the documented ``parse_error`` (the step's parse errors as one text, or null)
+    before the list they come from."""
     data = record.as_json()
-    return {name: data[name] for name in REPLAY_FIELDS}
+    step: dict[str, Any] = {}
+    for name in REPLAY_FIELDS:
+        if name == "parse_errors":
+            step["parse_error"] = "; ".join(record.parse_errors) or None
+        step[name] = data[name]
+    return step

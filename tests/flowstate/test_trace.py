@@ -38,6 +38,9 @@ def test_messy_outputs_become_recorded_errors_and_warnings():
     out = replay_trace(_load("messy-outputs.json"))
     errors = [s["parse_errors"] for s in out["steps"]]
     assert errors[2] == ["no protocol blocks found"] and errors[3][0].startswith("state_delta: invalid JSON")
+    # the documented per-step text: the errors joined, null when there are none
+    assert [s["parse_error"] for s in out["steps"]] == ["; ".join(e) or None for e in errors]
+    assert out["steps"][0]["parse_error"] is None and out["steps"][2]["parse_error"] == "no protocol blocks found"
     assert out["steps"][0]["tool_calls"] == [{"id": "call_1_1_1", "name": "find_order", "arguments": {"user": "u1"}}]
     assert any("dropped the message" in w for w in out["steps"][4]["protocol_warnings"])
     nodes = [n["state_id"] for n in out["repository"]["nodes"]]
