@@ -86,7 +86,7 @@ def figures(sweep_dir: Path) -> tuple:
                sum(reusable_prefix_tokens) / sum(physical_limit_tokens),
                (SELECT count(*) FILTER (WHERE n_parse_errors > 0 OR finish_reason = 'length') || ' of ' || count(*)
                   FROM {table('steps')})
-        FROM calls, wall""").fetchone()
+        FROM calls, wall""").fetchall()[0]
 
 
 def main() -> None:
@@ -106,6 +106,8 @@ def main() -> None:
         scratch = Path(tmp)
         os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{scratch / 'mlflow.db'}"  # not the user's store
         setup = setup_times(scratch) if args.setup else {}
+        for engine, text in setup.items():
+            print(f"set-up of {engine} from a fresh venv, pip's cache off: {text}", flush=True)
         rows = {}
         for engine, (job_file, concurrency) in RUNS.items():
             job = yaml.safe_load((REPO / "jobs" / job_file).read_text())
@@ -118,14 +120,10 @@ def main() -> None:
             path = scratch / f"{len(rows)}-{job_file}"
             path.write_text(yaml.safe_dump(job))
             started = time.monotonic()
-            result = run_sweep(path, out=scratch / "runs")
+            result = run_sweep(path, out=scratch / "runs" / str(len(rows)))  # the x4 run shares its ids
             wall = time.monotonic() - started
             startup = [s for d in read_manifest(result.sweep_dir)["deployments"].values() for s in d.get("startup_s") or []]
             rows[engine] = (wall, max(startup), *figures(result.sweep_dir), job["execution"]["concurrency"])
-    if setup:
-        print("\nset-up from a fresh venv, pip's cache off:")
-        for engine, text in setup.items():
-            print(f"  {engine:<9} {text}")
     print(f"\n{'run':<11} {'sweep s':>8} {'server start s':>14} {'episodes s':>10} {'tokens/s':>9} "
           f"{'cached/limit':>12} {'reusable/limit':>14} {'bad steps':>10} {'episodes at once':>16}")
     for engine, (wall, start, episodes, rate, cached, reusable, bad, concurrency) in rows.items():
