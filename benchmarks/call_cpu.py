@@ -132,7 +132,7 @@ def steady_ms_per_call(actors: ActorCpu, finished: list[tuple[float, int]]) -> t
 
 
 def on_ray(job: Path, out_root: Path) -> None:
-    from pipeline.launch import run_sweep
+    from pipeline.run.launch import run_sweep
 
     driver_before = resource.getrusage(resource.RUSAGE_SELF)
     with ActorCpu() as actors, tempfile.TemporaryDirectory(dir=out_root) as out:
@@ -153,10 +153,10 @@ def on_ray(job: Path, out_root: Path) -> None:
 
 def in_process(job: Path, episodes: int, top: int, out_root: Path) -> None:
     """The actor's episode code in this process, profiled."""
-    from pipeline.actors import EpisodeWorker
-    from pipeline.config import load_job
-    from pipeline.dispatch import start_deployments
-    from pipeline.sweep import expand
+    from pipeline.config.job import load_job
+    from pipeline.config.sweep import expand
+    from pipeline.run.actors import EpisodeWorker
+    from pipeline.run.dispatch import start_deployments
 
     loaded = load_job(job)
     specs = expand(loaded).episodes[:episodes]

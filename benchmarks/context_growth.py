@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--job", action="append", type=Path, help="an oracle job (default: jobs/oracle.yaml)")
     args = parser.parse_args()
     print(machine())
-    from pipeline.launch import run_sweep
+    from pipeline.run.launch import run_sweep
 
     for job_path in args.job or [REPO / "jobs" / "oracle.yaml"]:
         job = yaml.safe_load(job_path.read_text())

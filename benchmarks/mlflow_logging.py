@@ -44,7 +44,7 @@ MEASURE = """
 import json, sys, time
 from pathlib import Path
 from mlflow import MlflowClient
-from pipeline.analysis.tracking import log_sweep
+from pipeline.tracking.mlflow_log import log_sweep
 sweep, uri, experiment, scenario, samples = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 if scenario == "live-end":  # the runs as live tracking leaves them: open, RUNNING
     from pipeline.analysis import mlflow_runs as runs

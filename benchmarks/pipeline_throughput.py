@@ -58,10 +58,10 @@ def job_file(folder: Path, *, name: str, base_url: str | None, episodes: int, co
 
 def serve(job: Path, port: int, delay: float) -> None:
     """The server process: the oracle for every episode of ``job``, behind the stub server."""
-    from pipeline.config import load_job
-    from pipeline.fixtures.oracle_server import OracleResponder
+    from pipeline.config.job import load_job
+    from pipeline.config.sweep import expand
     from pipeline.llm.stub_server import StubServer
-    from pipeline.sweep import expand
+    from pipeline.testing.oracle_server import OracleResponder
 
     with StubServer(OracleResponder(expand(load_job(job)).by_id), delay_s=delay, model="oracle", port=port):
         while True:
@@ -83,7 +83,7 @@ def _wait_for(url: str) -> None:
 
 def level(concurrency: int, delay: float, folder: Path, port: int) -> dict[str, float]:
     """One sweep at ``concurrency`` episodes in flight, enough episodes to keep them busy."""
-    from pipeline.launch import run_sweep
+    from pipeline.run.launch import run_sweep
 
     url = f"http://127.0.0.1:{port}/v1"
     job = job_file(folder, name=f"throughput-{concurrency}", base_url=url, episodes=max(8, 4 * concurrency),
@@ -119,7 +119,7 @@ def _calls_and_window(sweep_dir: Path) -> tuple[int, float]:
 
 def step_overhead(folder: Path) -> tuple[float, float]:
     """Wall time per agent step with the in-process oracle (no network): everything but the model."""
-    from pipeline.launch import run_sweep
+    from pipeline.run.launch import run_sweep
 
     job = job_file(folder, name="overhead", base_url=None, episodes=328, concurrency=16)
     result = run_sweep(job, out=folder / "runs")

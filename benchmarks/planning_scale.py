@@ -100,10 +100,10 @@ def build_fixture(job: Path, root: Path, form: str, done: int) -> Path:
     too long on a shared 2-core machine)."""
     import pyarrow.parquet as pq
 
-    from pipeline.config import load_job
+    from pipeline.config.job import load_job
+    from pipeline.config.sweep import expand
     from pipeline.store.files import PART_META_KEY, PART_PREFIX
     from pipeline.store.inventory import FileRecord, record_path
-    from pipeline.sweep import expand
 
     sweep = expand(load_job(job))
     sweep_dir = root / sweep.sweep_id
@@ -117,7 +117,7 @@ def build_fixture(job: Path, root: Path, form: str, done: int) -> Path:
         by_cell.setdefault(e.cell.cell_id, []).append(i)
     for table, rows in tables.items():
         for cell_id, held in by_cell.items():
-            # an infrastructure failure has an episodes row and no other (pipeline.store.rows.failure_rows)
+            # an infrastructure failure has an episodes row and no other (pipeline.run.rows.failure_rows)
             indices = held if table == "episodes" else [i for i in held if not _failed(i)]
             folder = sweep_dir / table / f"cell={cell_id}"
             folder.mkdir(parents=True, exist_ok=True)
@@ -155,10 +155,10 @@ def _record(path: Path, rows: int, episodes: list[str], record_path, file_record
 
 # -- one phase in this process -------------------------------------------------------------------
 def phase(name: str, job: Path, out: Path | None) -> dict[str, object]:
-    from pipeline.config import load_job
-    from pipeline.plan import plan_sweep
+    from pipeline.config.job import load_job
+    from pipeline.config.sweep import expand
+    from pipeline.run.plan import plan_sweep
     from pipeline.store.verify import verify_sweep
-    from pipeline.sweep import expand
 
     imports = rss_mib()
     started = time.perf_counter()

@@ -175,7 +175,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("FLOWSTATE_DATA", str(REPO.parent / "shared" / "benchmarks"))
     print(machine())
-    from pipeline.launch import run_sweep
+    from pipeline.run.launch import run_sweep
 
     jobs = [(j, False) for j in args.job or []] + [(j, True) for j in args.smoke or []]
     jobs = jobs or [(REPO / "jobs" / "oracle.yaml", False), (REPO / "jobs" / "oracle-memoryarena.yaml", False)]

@@ -43,8 +43,8 @@ sys.path.insert(0, str(REPO))
 
 from machine import machine  # noqa: E402
 
-from pipeline.dispatch import init_ray  # noqa: E402
 from pipeline.llm.replica_sim import ReplicaSettings  # noqa: E402
+from pipeline.run.dispatch import init_ray  # noqa: E402
 
 DOMAINS = {"airline": 50, "retail": 114}  # τ-bench's tasks per domain
 
@@ -207,7 +207,7 @@ def summarise(replicas: int, routing: str, method: str, sweep_dir: Path, stats_d
 
 def run_one(folder: Path, replicas: int, routing: str, method: str, per_replica: int, waves: float,
             replica: ReplicaSettings) -> Run:
-    from pipeline.launch import run_sweep
+    from pipeline.run.launch import run_sweep
 
     in_flight = per_replica * replicas
     job = job_file(folder, replicas=replicas, routing=routing, method=method, in_flight=in_flight,

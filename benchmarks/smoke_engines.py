@@ -92,9 +92,9 @@ def main() -> None:
     os.environ.setdefault("FLOWSTATE_DATA", str(REPO.parent / "shared" / "benchmarks"))
     os.environ.setdefault("FLOWSTATE_VLLM_PYTHON", str(REPO / ".venv-vllm" / "bin" / "python"))
     sys.path.insert(0, str(REPO))
-    from pipeline.launch import run_sweep
     from pipeline.llm.deployments.vllm_setup import cpu_flags
-    from pipeline.manifest import read_manifest
+    from pipeline.run.launch import run_sweep
+    from pipeline.store.manifest import read_manifest
 
     shown = sorted(cpu_flags(Path("/proc/cpuinfo").read_text()) & {"avx", "avx2", "avx512f", "avx512_bf16", "amx_tile"})
     print(machine(), f"| CPU: {', '.join(shown)}")

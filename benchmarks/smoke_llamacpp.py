@@ -58,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("FLOWSTATE_DATA", str(REPO.parent / "shared" / "benchmarks"))
     sys.path.insert(0, str(REPO))
-    from pipeline.launch import run_sweep
+    from pipeline.run.launch import run_sweep
 
     print(machine())
     rows = []

@@ -30,7 +30,7 @@ processes. Steps (``--phases`` picks some; all by default):
    workers, replica servers, agents) once a quarter of the episodes are done; the router takes the
    dead replica out and its conversations go on on the other; a rerun if the driver did not
    finish the sweep;
-5. each compared with its reference (:mod:`pipeline.analysis.digest`): episode ids, statuses,
+5. each compared with its reference (:mod:`pipeline.tracking.digest`): episode ids, statuses,
    rewards, MLflow metrics but timings and prefix-cache figures, rows per table and episode (lost,
    duplicated), one MLflow parent with one child per cell; for the killed node, less the record of
    the calls that failed on the dead replica (the faults table and counts), which is printed.
@@ -65,12 +65,12 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from machine import machine  # noqa: E402
 from pipeline_throughput import job_file  # noqa: E402
 
-from pipeline.fixtures.cluster import actor_processes, kill_node, raylet  # noqa: E402
+from pipeline.testing.cluster import actor_processes, kill_node, raylet  # noqa: E402
 
 if TYPE_CHECKING:
     from ray.cluster_utils import Cluster
 
-    from pipeline.analysis.digest import Comparison, SweepDigest
+    from pipeline.tracking.digest import Comparison, SweepDigest
 
 PHASES = ("driver", "actor", "node")
 # The node phase's agent: two simulated replicas whose clock (0.1 real s per simulated s) makes a
@@ -117,15 +117,15 @@ class Drivers:
                                     stderr=subprocess.STDOUT)
 
     def sweep_dir(self, job: Path) -> Path:
-        from pipeline.config import load_job
-        from pipeline.sweep import expand
+        from pipeline.config.job import load_job
+        from pipeline.config.sweep import expand
 
         return self.out / expand(load_job(job)).sweep_id
 
     def run_to_end(self, job: Path) -> tuple[float, float, float]:
         """Seconds until the first episode was done, until the last, and until the driver ended."""
-        from pipeline.config import load_job
-        from pipeline.sweep import expand
+        from pipeline.config.job import load_job
+        from pipeline.config.sweep import expand
 
         sweep_dir, total = self.sweep_dir(job), len(expand(load_job(job)).episodes)
         started, first, last = time.monotonic(), None, None
@@ -153,8 +153,8 @@ class Drivers:
 def driver_phase(drivers: Drivers, job: Path, reference: SweepDigest, reference_s: float, window: tuple[float, float],
                  kills: int, rng: random.Random) -> None:
     """Drivers SIGKILLed at moments drawn from ``window``, ``kills`` times, then a run to the end."""
-    from pipeline.analysis.digest import compare, sweep_digest
-    from pipeline.testhooks import wait_until_settled
+    from pipeline.core.fault_injection import wait_until_settled
+    from pipeline.tracking.digest import compare, sweep_digest
 
     sweep_dir = drivers.sweep_dir(job)
     started, killed, runs = time.monotonic(), 0, 0
@@ -189,7 +189,7 @@ def kill_an_actor() -> str:
 
 def node_phase(drivers: Drivers, cluster: Cluster, job: Callable[[str], Path], episodes: int) -> None:
     """A second node, a replica on each node, the node SIGKILLed whole mid-sweep; see the docstring."""
-    from pipeline.analysis.digest import compare, sweep_digest, without_faults
+    from pipeline.tracking.digest import compare, sweep_digest, without_faults
 
     node = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -235,11 +235,11 @@ def main() -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from pipeline.analysis.digest import compare, sweep_digest
-    from pipeline.config import load_job
-    from pipeline.fixtures.oracle_server import OracleResponder
+    from pipeline.config.job import load_job
+    from pipeline.config.sweep import expand
     from pipeline.llm.stub_server import StubServer
-    from pipeline.sweep import expand
+    from pipeline.testing.oracle_server import OracleResponder
+    from pipeline.tracking.digest import compare, sweep_digest
 
     rng = random.Random(args.seed)
     folder = Path(tempfile.mkdtemp(prefix="flowstate-soak-"))

@@ -35,8 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.analysis.compact import compact
 from pipeline.analysis.query import connect, list_queries, query_table
+from pipeline.store.compact import compact
 from pipeline.store.files import PART_META_KEY, PART_PREFIX
 from pipeline.store.schema import SCHEMA_VERSION
 from pipeline.store.tables import ANALYSIS_SCHEMAS
@@ -295,7 +295,7 @@ def time_queries(sweep: Path, names: list[str], repeats: int) -> dict[str, float
 def time_tracking(sweep: Path, root: Path) -> float:
     from mlflow import MlflowClient
 
-    from pipeline.analysis.tracking import log_sweep
+    from pipeline.tracking.mlflow_log import log_sweep
 
     uri = f"sqlite:///{root / 'mlflow.db'}"
     # artifacts next to the store, not in ./mlruns of the working directory

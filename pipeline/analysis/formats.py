@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.analysis.catalog import Format
-from pipeline.atomic import write_atomic, write_text_atomic
+from pipeline.core.atomic import write_atomic, write_text_atomic
 
 
 def cell_text(value: Any, digits: int = 4) -> str:

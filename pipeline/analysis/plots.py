@@ -10,7 +10,7 @@ from matplotlib import rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from pipeline.atomic import write_atomic
+from pipeline.core.atomic import write_atomic
 
 
 def _save(fig: Figure, path: Path) -> Path:

@@ -19,11 +19,10 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.analysis.catalog import SQL_DIR, VIEWS, list_queries
-from pipeline.benchmarks.plugin import BENCHMARKS, BenchmarkCatalog, benchmark_catalog
-from pipeline.manifest import recorded_catalogs
-from pipeline.plugins import load_builtin_plugins
+from pipeline.core.catalog import CATALOGS, BenchmarkCatalog
 from pipeline.store.copies import runs_read_set
 from pipeline.store.files import sweep_dirs
+from pipeline.store.manifest import read_manifest, recorded_catalogs
 from pipeline.store.tables import ANALYSIS_TABLES, anchor_file
 
 ParamType = Literal["VARCHAR", "INTEGER", "DOUBLE", "BOOLEAN"]
@@ -153,8 +152,7 @@ def sweep_catalogs(sweeps: Iterable[Path]) -> dict[str, BenchmarkCatalog]:
     """Per benchmark, what readers need of it: the catalog its sweeps' manifests recorded (the first
     sweep's, in folder order), else (sweeps written before manifests held one) the installed
     plug-in's. Nothing a results folder names is imported: results are data."""
-    load_builtin_plugins()
-    catalogs = {name: benchmark_catalog(BENCHMARKS.get(name)) for name in BENCHMARKS.names()}
+    catalogs = {name: CATALOGS.get(name) for name in CATALOGS.names()}
     recorded: dict[str, BenchmarkCatalog] = {}
     for sweep in sweeps:
         for name, catalog in recorded_catalogs(sweep).items():
@@ -223,13 +221,35 @@ def query_rows(con: duckdb.DuckDBPyConnection, name: str, **available: Any) -> l
     return query_table(con, name, **available).to_pylist()
 
 
+def resolve_baseline(con: duckdb.DuckDBPyConnection, wanted: str | None) -> str | None:
+    """The baseline's method label: ``wanted`` itself, else the one label of its family
+    (``full_context-json`` when Full Context ran only on the JSON protocol)."""
+    if wanted is None:
+        return None
+    labels = {row[0] for row in con.sql("SELECT DISTINCT method FROM episodes").fetchall()}
+    family = sorted(label for label in labels if label.startswith(f"{wanted}-"))
+    return family[0] if wanted not in labels and len(family) == 1 else wanted
+
+
+def job_baseline(runs_dir: Path | str) -> str | None:
+    """The baseline the sweeps' jobs name (``analysis.baseline``); an error when they disagree."""
+    try:
+        sweeps = sweep_dirs(runs_dir)
+    except ValueError:
+        return None
+    named = {((read_manifest(d) or {}).get("job", {}).get("analysis") or {}).get("baseline") for d in sweeps}
+    named.discard(None)
+    if len(named) > 1:
+        raise QueryError(f"the sweeps under {runs_dir} name different baselines ({', '.join(sorted(named))}): "
+                          "choose one with --baseline")
+    return next(iter(named), None)
+
+
 def run_query(name_or_path: str | Path, runs_dir: Path | str, params: dict[str, Any] | None = None) -> pa.Table:
     """Run a shipped query (``NAME``) or a ``.sql`` file over one sweep or a folder of sweeps.
 
     A ``baseline`` parameter not given is the baseline the sweeps' jobs name (``analysis.baseline``).
     """
-    from pipeline.analysis.report import job_baseline, resolve_baseline
-
     spec = load_query(name_or_path)
     params = dict(params or {})
     wants_baseline = "baseline" in {p.name for p in spec.params} and "baseline" not in params

@@ -18,14 +18,14 @@ import duckdb
 from pydantic import BaseModel
 
 from pipeline.analysis import plots
-from pipeline.analysis.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.analysis.formats import cell_text, markdown_table
-from pipeline.analysis.query import connect, query_rows, sweep_catalogs
+from pipeline.analysis.query import connect, job_baseline, query_rows, resolve_baseline, sweep_catalogs
 from pipeline.analysis.stats import LEVEL, RESAMPLES, SEED, paired_bootstrap
-from pipeline.atomic import write_text_atomic
-from pipeline.benchmarks.plugin import BenchmarkCatalog
-from pipeline.manifest import read_manifest
+from pipeline.core.atomic import write_text_atomic
+from pipeline.core.catalog import BenchmarkCatalog
+from pipeline.core.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.store.files import broken_files, sweep_dirs
+from pipeline.store.manifest import read_manifest
 
 Row = dict[str, Any]
 Key = tuple[str, str, str, str]
@@ -265,30 +265,6 @@ def uncached_points(rows: list[Row], s: Scores, baseline: str) -> list[Row]:
     points, _ = figure3_points(s, baseline)
     return [{**p, "relative_tokens": sum(relative[(p["model"], p["method"])]) / len(relative[(p["model"], p["method"])])}
             for p in points if relative.get((p["model"], p["method"]))]
-
-
-def resolve_baseline(con: duckdb.DuckDBPyConnection, wanted: str | None) -> str | None:
-    """The baseline's method label: ``wanted`` itself, else the one label of its family
-    (``full_context-json`` when Full Context ran only on the JSON protocol)."""
-    if wanted is None:
-        return None
-    labels = {row[0] for row in con.sql("SELECT DISTINCT method FROM episodes").fetchall()}
-    family = sorted(label for label in labels if label.startswith(f"{wanted}-"))
-    return family[0] if wanted not in labels and len(family) == 1 else wanted
-
-
-def job_baseline(runs_dir: Path | str) -> str | None:
-    """The baseline the sweeps' jobs name (``analysis.baseline``); an error when they disagree."""
-    try:
-        sweeps = sweep_dirs(runs_dir)
-    except ValueError:
-        return None
-    named = {((read_manifest(d) or {}).get("job", {}).get("analysis") or {}).get("baseline") for d in sweeps}
-    named.discard(None)
-    if len(named) > 1:
-        raise ReportError(f"the sweeps under {runs_dir} name different baselines ({', '.join(sorted(named))}): "
-                          "choose one with --baseline")
-    return next(iter(named), None)
 
 
 def build_report(runs_dir: Path | str, out_md: Path | str, *, baseline: str | None = None) -> Report:

@@ -1,2 +1,2 @@
 """The benchmarks: each a package here (or a user's own module) that registers a
-:class:`~pipeline.benchmarks.plugin.Benchmark` when imported (see :mod:`pipeline.plugins`)."""
+:class:`~pipeline.benchmarks.base.Benchmark` when imported (see :mod:`pipeline.core.plugins`)."""

@@ -12,7 +12,7 @@ from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 
 from flowstate import RequestEnd, ToolCall, ToolResult
-from pipeline.benchmarks.plugin import BenchmarkEnvironment
+from pipeline.benchmarks.base import BenchmarkEnvironment
 from pipeline.benchmarks.transcript import TranscriptMessage, TranscriptToolCall
 
 REQUESTS_DONE = "requests_done"

@@ -407,3 +407,5 @@ def _usage(usage: Any) -> TokenUsage:
         completion_tokens=usage.get("completion_tokens"),
         cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
     )
+
+

@@ -2,7 +2,7 @@
 
 The client (:mod:`pipeline.llm.client`) reports every failed attempt, retried or not, and every
 completion cut at ``max_tokens``, to the sink of the current context. The episode's call log
-(:mod:`pipeline.calls`) sets a sink around each call it records, so a fault reaches the episode's
+(:mod:`pipeline.run.calls`) sets a sink around each call it records, so a fault reaches the episode's
 rows with its role, request and step without widening the ``Policy`` interface; a call made
 outside any sink (the driver's schema check, a benchmark script) reports to nobody.
 

@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from flowstate import ChatMessage, Completion, Policy, TokenUsage
+from pipeline.llm.closing import aclose_caller
 
 
 class TokenizerError(ValueError):
@@ -80,6 +81,5 @@ class CountingPolicy:
         return completion.model_copy(update={"usage": usage})
 
     async def aclose(self) -> None:
-        from pipeline.roles import aclose_caller
 
         await aclose_caller(self.inner)

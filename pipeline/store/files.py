@@ -3,7 +3,7 @@
 A table folder holds, per partition ``cell=<cell_id>/``, two kinds of files:
 
 - per-episode files ``<episode_id>.parquet`` written by :mod:`pipeline.store.writer`;
-- compacted parts ``part-*.parquet`` written by :mod:`pipeline.analysis.compact`, whose Parquet
+- compacted parts ``part-*.parquet`` written by :mod:`pipeline.store.compact`, whose Parquet
   footer lists the episodes they hold and the older parts they replace.
 
 The visible rows of a table are those of
@@ -34,7 +34,7 @@ import duckdb
 from pipeline.store.inventory import looks_whole, read_record
 from pipeline.store.tables import ANALYSIS_TABLES
 
-# The manifest's file name (pipeline.manifest.MANIFEST; not imported: that module loads the sweep machinery).
+# The manifest's file name (pipeline.store.manifest.MANIFEST; not imported: that module loads the sweep machinery).
 MANIFEST = "manifest.json"
 PART_PREFIX = "part-"
 PART_META_KEY = "flowstate.compaction"

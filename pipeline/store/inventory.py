@@ -22,8 +22,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.atomic import write_text_atomic
-from pipeline.data import sha256_file
+from pipeline.core.atomic import write_text_atomic
+from pipeline.core.data import sha256_file
 
 INVENTORY = "inventory"
 EPISODES_TABLE = "episodes"  # its per-episode files' records carry their episode's other files'

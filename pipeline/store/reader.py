@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 
 from pipeline.store.files import scan_sweep, whole_files
-from pipeline.store.rows import FAILURE_TABLES
+from pipeline.store.schema import FAILURE_TABLES
 
 
 def select(files: Sequence[Path | str], columns: str, tail: str = "", params: Sequence[Any] = ()) -> list[dict[str, Any]]:
@@ -31,7 +31,7 @@ def select(files: Sequence[Path | str], columns: str, tail: str = "", params: Se
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-# An infrastructure failure's status (pipeline.store.rows.failure_rows): not a result, run again.
+# An infrastructure failure's status (pipeline.run.rows.failure_rows): not a result, run again.
 FAILED = "failed"
 
 

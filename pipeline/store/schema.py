@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.benchmarks.plugin import ROLES
+from pipeline.core.roles import ROLES
 
 SCHEMA_VERSION = 2
 
@@ -192,3 +192,8 @@ def convert_rows_without_pandas() -> None:
         pa.array([], type=pa.null())
     finally:
         sys.meta_path.remove(_PandasHidden)
+
+
+# The tables an infrastructure failure writes: a resume reads a failure's status only from files of
+# episodes with no row in another table (pipeline.store.reader.finished_episodes).
+FAILURE_TABLES = frozenset({"episodes", "faults"})

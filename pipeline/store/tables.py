@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.atomic import write_atomic
+from pipeline.core.atomic import write_atomic
 from pipeline.store.schema import SCHEMAS
 
 ANALYSIS_SCHEMAS: dict[str, pa.Schema] = SCHEMAS

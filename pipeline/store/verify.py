@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline.atomic import write_text_atomic
+from pipeline.core.atomic import write_text_atomic
 from pipeline.store.files import PARQUET, PART_PREFIX, Partition, scan_sweep
 from pipeline.store.inventory import (
     EPISODES_TABLE,
@@ -161,7 +161,7 @@ def finish_pending_repair(sweep_dir: Path) -> None:
     """Take out the rows of a journaled repair's episodes, then of every orphan (:func:`orphans`: a
     lost episodes part, a cut-short forget), which a run is about to run again, so that its old
     rows do not mix with the new ones."""
-    from pipeline.analysis.compact import forget_episodes
+    from pipeline.store.compact import forget_episodes
 
     journal = sweep_dir / QUARANTINE / JOURNAL
     pending = frozenset(json.loads(journal.read_text())) if journal.exists() else frozenset()

@@ -21,7 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.atomic import TEMPORARY_GLOB, write_atomic, write_bytes_atomic
+from pipeline.core.atomic import TEMPORARY_GLOB, write_atomic, write_bytes_atomic
+from pipeline.core.fault_injection import crash_point
 from pipeline.store.inventory import (
     EPISODES_TABLE,
     INVENTORY,
@@ -32,7 +33,6 @@ from pipeline.store.inventory import (
     write_record,
 )
 from pipeline.store.schema import SCHEMAS, rows_table
-from pipeline.testhooks import crash_point
 
 # Order matters: "episodes" last (see module docstring).
 WRITE_ORDER = ("steps", "transcript", "messages", "request_outcomes", "method_records", "faults", "episodes")

@@ -19,7 +19,7 @@ from flowstate import (
     run_episode,
 )
 from flowstate.records import rebuild_repository
-from pipeline.fixtures import UnchangedStatePolicy
+from pipeline.run.scripted_policies import UnchangedStatePolicy
 from tests.flowstate.fixtures import BagOfWordsEmbedderFixture, EnvironmentFixture, ScriptedPolicyFixture, tagged
 
 IDS = st.sampled_from(["a", "b", "c", "d", "obs_1_1", "obs_1_2", "obs_2_1", "obs_3_1", "x_1"])

@@ -30,7 +30,7 @@ def oracle_sweep(ray_local, tmp_path_factory) -> Path:
     """A finished small sweep of the oracle fixture (8 episodes); tests must not modify it."""
     import yaml
 
-    from pipeline.launch import run_sweep
+    from pipeline.run.launch import run_sweep
 
     folder = tmp_path_factory.mktemp("oracle-sweep")
     job = folder / "small-oracle.yaml"

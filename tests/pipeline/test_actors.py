@@ -9,7 +9,7 @@ from pathlib import Path
 
 SETTLE = """
 import gc, json
-from pipeline.actors import GC_YOUNG_THRESHOLD, settle_heap
+from pipeline.run.actors import GC_YOUNG_THRESHOLD, settle_heap
 held = [{"row": i} for i in range(50_000)]  # what start-up loaded for good (a benchmark's data)
 before = gc.get_threshold()
 settle_heap()

@@ -20,19 +20,19 @@ import pytest
 import ray
 import yaml
 
-from pipeline import claim
-from pipeline.actors import EpisodeWorker
-from pipeline.analysis.digest import compare, sweep_digest
-from pipeline.claim import ClaimHolder, ClaimLostError, SweepBusyError, claim_path, claim_sweep, read_claim
-from pipeline.cli import CLAIM_LOST_STATUS
-from pipeline.config import load_job
-from pipeline.dispatch import start_deployments, stop_deployments
-from pipeline.launch import run_sweep
-from pipeline.manifest import read_manifest
+from pipeline.cli.main import CLAIM_LOST_STATUS
+from pipeline.config.job import load_job
+from pipeline.config.sweep import expand
+from pipeline.core.fault_injection import SIGNAL_ENV
+from pipeline.run.actors import EpisodeWorker
+from pipeline.run.dispatch import start_deployments, stop_deployments
+from pipeline.run.launch import run_sweep
+from pipeline.store import claim
+from pipeline.store.claim import ClaimHolder, ClaimLostError, SweepBusyError, claim_path, claim_sweep, read_claim
+from pipeline.store.manifest import read_manifest
 from pipeline.store.reader import finished_episodes
 from pipeline.store.verify import verify_sweep
-from pipeline.sweep import expand
-from pipeline.testhooks import SIGNAL_ENV
+from pipeline.tracking.digest import compare, sweep_digest
 from tests.conftest import REPO_ROOT
 from tests.pipeline.analysis.test_live import eventually
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
@@ -144,7 +144,7 @@ def _holder_process(sweep: Path, seconds: float) -> subprocess.Popen[str]:
     code = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from pipeline import claim
+        from pipeline.store import claim
         claim.HEARTBEAT_S = 0.2
         with claim.claim_sweep(Path({str(sweep)!r}), "run"):
             print("held", flush=True)

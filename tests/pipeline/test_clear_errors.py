@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.cli import main
-from pipeline.manifest import MANIFEST
+from pipeline.cli.main import main
+from pipeline.store.manifest import MANIFEST
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 
 
@@ -110,7 +110,7 @@ def test_commands_that_write_a_read_only_results_folder_say_so(read_only: Path, 
 @pytest.mark.parametrize("code", ["EROFS", "EACCES"])
 def test_a_refused_write_is_one_line(runs: Path, tmp_path: Path, code: str, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    """The same, the refusal simulated where the store writes (pipeline/testhooks.py), for every writer."""
+    """The same, the refusal simulated where the store writes (pipeline/core/fault_injection.py), for every writer."""
     from tests.pipeline.analysis.conftest import build_scores_sweep
 
     [sweep] = runs.iterdir()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_job
-from pipeline.yaml_errors import ConfigError
+from pipeline.config.job import load_job
+from pipeline.config.yaml_loader import ConfigError
 from tests.conftest import REPO_ROOT
 
 GOOD = """\
@@ -51,7 +51,7 @@ EVERY = BOTH | {"flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipac
 def test_every_shipped_job_expands_to_its_sweep(name, cells, episodes, methods, monkeypatch):
     """Each job parses and expands (its ids are pinned in test_golden.py); all compare with Full Context."""
     monkeypatch.delenv("FLOWSTATE_MODEL", raising=False)
-    from pipeline.sweep import expand
+    from pipeline.config.sweep import expand
 
     job = load_job(REPO_ROOT / "jobs" / name)
     sweep = expand(job)
@@ -73,7 +73,7 @@ PAPER_MEMORYARENA = {
 
 @pytest.mark.parametrize("name", sorted(PAPER_MEMORYARENA))
 def test_the_papers_memoryarena_jobs_have_its_settings(name, monkeypatch):
-    from pipeline.sweep import job_cells
+    from pipeline.config.sweep import job_cells
 
     for variable in ("FLOWSTATE_MODEL", "FLOWSTATE_MODEL_A", "FLOWSTATE_MODEL_B", "FLOWSTATE_API_MODEL"):
         monkeypatch.delenv(variable, raising=False)
@@ -137,7 +137,7 @@ def test_a_retail_task_basis_without_a_judge_is_refused(tmp_path):
 
 
 def test_roles_added_later_and_analysis_leave_the_ids_alone(tmp_path):
-    from pipeline.sweep import expand
+    from pipeline.config.sweep import expand
 
     base = expand(load_job(_write(tmp_path, GOOD)))
     more = expand(load_job(_write(tmp_path, GOOD + "analysis: {baseline: full_context}\nplugins: []\n")))
@@ -164,7 +164,7 @@ def test_a_missing_file(tmp_path):
 
 def _locate(tmp_path, text):
     """The job through the real first phase of `flowstate run`: load, then expand."""
-    from pipeline.plan import locate_sweep
+    from pipeline.run.plan import locate_sweep
 
     return locate_sweep(_write(tmp_path, text))[0]
 
@@ -280,7 +280,7 @@ def _levels(anchor: str, width: int, depth: int) -> list[str]:
 def test_alias_expansion_is_counted_without_expanding(tmp_path):
     import yaml
 
-    from pipeline.yaml_errors import MAX_NODES, expanded_size
+    from pipeline.config.yaml_loader import MAX_NODES, expanded_size
 
     small = "\n".join(_levels("l", 3, 4)) + "\nother: {a: *l2, b: [*l1, *l0]}\n"
     assert expanded_size(yaml.compose(small, Loader=yaml.SafeLoader)) == _tree_size(yaml.safe_load(small)) == 245
@@ -301,7 +301,7 @@ def test_aliases_under_a_free_form_mapping_are_bounded(tmp_path):
     """A valid job may use aliases (in engine_args, say, which no model checks) up to the bound, not beyond."""
     import yaml
 
-    from pipeline.yaml_errors import MAX_NODES
+    from pipeline.config.yaml_loader import MAX_NODES
 
     def job(depth: int) -> str:
         args = ", ".join(_levels("a", 10, depth)).replace("x", '"x"')
@@ -339,7 +339,7 @@ def test_only_group_travel_cells_carry_a_text_revision():
 def test_where_vllm_is_installed_is_no_part_of_any_id(monkeypatch, tmp_path):
     """The same job run from another checkout, or with another engine environment, resumes the same
     sweep: the interpreter's path names where vLLM runs, not what it computes."""
-    from pipeline.sweep import expand
+    from pipeline.config.sweep import expand
 
     def ids(python: str | None) -> tuple[str, list[str]]:
         if python is None:

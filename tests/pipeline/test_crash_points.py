@@ -1,5 +1,5 @@
 """Crash anywhere, same results: ``flowstate run`` dies at each named phase (the test hook
-``FLOWSTATE_CRASH_AT``, :mod:`pipeline.testhooks`), a rerun finishes the sweep, and what it holds
+``FLOWSTATE_CRASH_AT``, :mod:`pipeline.core.fault_injection`), a rerun finishes the sweep, and what it holds
 equals an uninterrupted run of the same job: episode ids, rewards, metrics, rows per table and
 episode (0 lost, 0 duplicated), one MLflow parent with one child per cell, read back through MLflow."""
 
@@ -15,13 +15,13 @@ import pytest
 import ray
 import yaml
 
-from pipeline.analysis.digest import SweepDigest, compare, sweep_digest
-from pipeline.config import load_job
-from pipeline.launch import run_sweep
-from pipeline.manifest import finished_steps
+from pipeline.config.job import load_job
+from pipeline.config.sweep import expand
+from pipeline.core.fault_injection import CRASH_ENV, CRASH_EXIT_CODE, Phase, wait_until_settled
+from pipeline.run.launch import run_sweep
+from pipeline.store.manifest import finished_steps
 from pipeline.store.reader import finished_episodes
-from pipeline.sweep import expand
-from pipeline.testhooks import CRASH_ENV, CRASH_EXIT_CODE, Phase, wait_until_settled
+from pipeline.tracking.digest import SweepDigest, compare, sweep_digest
 from tests.conftest import REPO_ROOT
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 

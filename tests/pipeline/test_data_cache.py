@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.data import cached_json
+from pipeline.core.data import cached_json
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@ finished (the measured curve: benchmarks/driver_rss.py)."""
 
 from __future__ import annotations
 
-from pipeline.actors import EpisodeSummary
-from pipeline.dispatch import EpisodeQueue, Progress, status_line
-from pipeline.sweep import expand
+from pipeline.config.sweep import expand
+from pipeline.run.actors import EpisodeSummary
+from pipeline.run.dispatch import EpisodeQueue, Progress, status_line
 from tests.pipeline.test_sweep import job
 
 

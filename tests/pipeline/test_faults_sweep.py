@@ -13,14 +13,14 @@ import yaml
 from mlflow import MlflowClient
 
 from pipeline.analysis.query import connect, run_query
-from pipeline.config import load_job
-from pipeline.fixtures.oracle_server import OracleResponder
-from pipeline.launch import run_sweep
+from pipeline.cli.show import load_episode, render
+from pipeline.config.job import load_job
+from pipeline.config.sweep import expand
 from pipeline.llm.stub_server import Fault, FaultRate, FaultRates, StubServer
-from pipeline.show import load_episode, render
+from pipeline.run.launch import run_sweep
 from pipeline.store.files import table_files
 from pipeline.store.verify import verify_sweep
-from pipeline.sweep import expand
+from pipeline.testing.oracle_server import OracleResponder
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ import pytest
 
 from flowstate import RequestStart, new_session
 from pipeline.benchmarks.taubench import TAUBENCH, TauBenchCell
-from pipeline.config import load_job
-from pipeline.sweep import expand
+from pipeline.config.job import load_job
+from pipeline.config.sweep import expand
 from tests.conftest import REPO_ROOT
 
 GOLDEN = REPO_ROOT / "tests" / "golden"

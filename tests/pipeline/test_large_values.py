@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.actors import EpisodeWorker
-from pipeline.analysis.compact import compact
 from pipeline.analysis.query import run_query
-from pipeline.cli import main
-from pipeline.config import load_job
-from pipeline.dispatch import start_deployments, stop_deployments
-from pipeline.show import load_episode, render
+from pipeline.cli.main import main
+from pipeline.cli.show import load_episode, render
+from pipeline.config.job import load_job
+from pipeline.config.sweep import expand
+from pipeline.run.actors import EpisodeWorker
+from pipeline.run.dispatch import start_deployments, stop_deployments
+from pipeline.store.compact import compact
 from pipeline.store.files import table_files
 from pipeline.store.reader import select
-from pipeline.sweep import expand
 from tests.plugins import tiny
 
 BIG = 10 * 2**20

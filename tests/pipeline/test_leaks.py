@@ -37,16 +37,16 @@ from mlflow import MlflowClient
 from rich.console import Console
 
 from flowstate import METHODS, ChatMessage
-from pipeline.cli import main
-from pipeline.config import load_job
-from pipeline.dispatch import dispatch
-from pipeline.fixtures import UnchangedStatePolicy
-from pipeline.fixtures.oracle_server import OracleResponder
-from pipeline.launch import run_sweep
+from pipeline.cli.main import main
+from pipeline.config.job import load_job
+from pipeline.config.sweep import expand
 from pipeline.llm.stub_server import StubServer
-from pipeline.manifest import read_manifest
-from pipeline.plan import plan_sweep
-from pipeline.sweep import expand
+from pipeline.run.dispatch import dispatch
+from pipeline.run.launch import run_sweep
+from pipeline.run.plan import plan_sweep
+from pipeline.run.scripted_policies import UnchangedStatePolicy
+from pipeline.store.manifest import read_manifest
+from pipeline.testing.oracle_server import OracleResponder
 from tests.listening import all_loopback, listening_addresses
 
 pytestmark = pytest.mark.slow
@@ -96,7 +96,7 @@ def ray_logs() -> Path:
 
 
 def test_canary_secrets_are_used_and_reach_no_file_mlflow_log_or_console(ray_local, tmp_path, monkeypatch):
-    from pipeline.analysis import tracking
+    from pipeline.tracking import mlflow_log as tracking
 
     key, token, literal = (f"{kind}-canary-{secrets.token_hex(12)}" for kind in ("sk", "tok", "lit"))
     monkeypatch.setenv("FLOWSTATE_CANARY_KEY", key)  # set after Ray started: the actors get it with the deployment

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 import yaml
 
-from pipeline.launch import run_sweep
+from pipeline.run.launch import run_sweep
 from tests.pipeline.llm.llamacpp import require_llamacpp
 
 pytestmark = pytest.mark.slow

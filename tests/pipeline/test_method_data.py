@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.method_data.literals import MethodFetchError, ReleasedPrompts, extract
-from pipeline.method_data.reasoningbank import REASONINGBANK
-from pipeline.method_data.zipact import ZIPACT
+from pipeline.benchmarks.method_data.literals import MethodFetchError, ReleasedPrompts, extract
+from pipeline.benchmarks.method_data.reasoningbank import REASONINGBANK
+from pipeline.benchmarks.method_data.zipact import ZIPACT
+from pipeline.cli.main import main
 from tests.conftest import DATA_DIR
 from tests.pipeline.benchmarks.taubench.test_fetch import QuietHandler
 

@@ -13,9 +13,10 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from pipeline.cli import main
-from pipeline.config import ConfigError, load_job
-from pipeline.manifest import prompt_templates_hash
+from pipeline.cli.main import main
+from pipeline.config.job import ConfigError, load_job
+from pipeline.core.plugins import load_plugins
+from pipeline.store.manifest import prompt_templates_hash
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +122,7 @@ def test_readers_take_a_plugin_benchmark_from_the_manifest_not_its_module(plugin
     from tests.conftest import REPO_ROOT
 
     out = tmp_path / "report.md"
-    script = ("import sys; from pipeline.cli import main; "
+    script = ("import sys; from pipeline.cli.main import main; "
               f"code = main(['report', {str(plugin_sweep)!r}, '--out', {str(out)!r}]); "
               "sys.exit(3 if 'tests.plugins.tiny' in sys.modules else code)")
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
@@ -200,11 +201,11 @@ def test_show_prints_a_plugin_episode(plugin_sweep: Path, capsys: pytest.Capture
 
 
 def test_the_installed_plug_ins_are_listed_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipeline import plugins
+    from flowstate import registry
 
     listed: list[dict[str, str]] = []
-    monkeypatch.setattr(plugins, "_builtin_loaded", False)
-    monkeypatch.setattr(plugins.metadata, "entry_points", lambda **query: listed.append(query) or [])
-    plugins.load_builtin_plugins()
-    plugins.load_plugins()  # an episode actor's preload, after its imports loaded them
-    assert listed == [{"group": plugins.ENTRY_POINT_GROUP}]
+    monkeypatch.setattr(registry, "_discovered", False)
+    monkeypatch.setattr(registry.metadata, "entry_points", lambda **query: listed.append(query) or [])
+    registry.discover_plugins()
+    load_plugins()  # an episode actor's preload, after its imports loaded them
+    assert listed == [{"group": registry.ENTRY_POINT_GROUP}]

@@ -12,12 +12,12 @@ import yaml
 from flowstate import LoopLimits, method_options
 from flowstate.methods.layout import PromptLayout, layout_sha256
 from pipeline.benchmarks import taubench
-from pipeline.config import AgentModel
-from pipeline.episode import EpisodeCallers, run_sweep_episode
-from pipeline.fixtures import oracle_for
-from pipeline.manifest import read_manifest, write_manifest
-from pipeline.plan import locate_sweep
-from pipeline.sweep import Cell, EpisodeSpec
+from pipeline.core.specs import AgentModel, Cell, EpisodeSpec
+from pipeline.run.episode import EpisodeCallers, run_sweep_episode
+from pipeline.run.manifest import write_manifest
+from pipeline.run.plan import locate_sweep
+from pipeline.run.scripted_policies import oracle_for
+from pipeline.store.manifest import read_manifest
 
 
 def test_the_manifest_records_each_cells_prompt_layout(tmp_path):

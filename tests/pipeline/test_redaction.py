@@ -1,4 +1,4 @@
-"""Secrets of a job (pipeline/redaction.py): what counts as one, how it is written, and that no id
+"""Secrets of a job (pipeline/config/job/secrets.py): what counts as one, how it is written, and that no id
 hashes one. The end-to-end canary sweep is in test_leaks.py."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ConfigError, load_job, parse_job
+from pipeline.config.job import ConfigError, load_job, parse_job
+from pipeline.config.secrets import REDACTED, Secrets, looks_secret, names_secret_variable, redacted_job_text, restore
+from pipeline.config.sweep import expand, job_cells
 from pipeline.llm.deployments import EndpointDeployment, EndpointSpec
-from pipeline.manifest import write_manifest
-from pipeline.redaction import REDACTED, Secrets, looks_secret, names_secret_variable, redacted_job_text, restore
-from pipeline.sweep import expand, job_cells
+from pipeline.run.manifest import write_manifest
 from tests.conftest import REPO_ROOT
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.config.sweep import expand
 from pipeline.llm import make_deployment
-from pipeline.roles import EpisodeModels
-from pipeline.sweep import expand
+from pipeline.run.models import EpisodeModels
 from tests.pipeline.test_sweep import job
 
 
@@ -26,8 +26,8 @@ def test_the_agents_prompt_budget_is_its_context_length_minus_the_completion_bud
 
 
 def test_sampling_beyond_openai_is_sent_in_each_engines_own_names_and_only_when_set() -> None:
-    from pipeline.config import Sampling
-    from pipeline.roles import sampling_params
+    from pipeline.core.specs import Sampling
+    from pipeline.run.models import sampling_params
 
     plain = Sampling(temperature=0.1, max_tokens=64)
     assert sampling_params(plain, "llamacpp", 3).extra_body == {}
@@ -44,7 +44,7 @@ def test_sampling_beyond_openai_is_sent_in_each_engines_own_names_and_only_when_
 
 
 def test_sampling_beyond_openai_is_refused_for_an_openai_endpoint() -> None:
-    from pipeline.yaml_errors import ConfigError
+    from pipeline.config.yaml_loader import ConfigError
 
     endpoint = {"kind": "endpoint", "base_url": "https://api.example.com/v1", "model": "m", "engine": "openai"}
     with pytest.raises((ConfigError, ValueError), match="top_k are no OpenAI API parameters"):

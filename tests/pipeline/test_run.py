@@ -17,15 +17,15 @@ import duckdb
 import pytest
 import yaml
 
-from pipeline.analysis.compact import compact
-from pipeline.claim import claim_path
-from pipeline.config import load_job
-from pipeline.fixtures.oracle_server import OracleResponder
-from pipeline.launch import run_sweep
+from pipeline.cli.show import load_episode, render
+from pipeline.config.job import load_job
+from pipeline.config.sweep import expand
 from pipeline.llm.stub_server import StubServer
-from pipeline.show import load_episode, render
+from pipeline.run.launch import run_sweep
+from pipeline.store.claim import claim_path
+from pipeline.store.compact import compact
 from pipeline.store.reader import finished_episodes
-from pipeline.sweep import expand
+from pipeline.testing.oracle_server import OracleResponder
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -82,9 +82,9 @@ def test_a_rerun_with_nothing_to_do_skips_what_finished_and_still_does_what_did_
     """Compaction and tracking are recorded in the manifest once done; a rerun that runs nothing
     does neither again (nor starts Ray), a failed tracking step is done by the next rerun, and
     episodes that change (a retry, a regrade) make both owed again."""
-    from pipeline.analysis import compact as compact_module
-    from pipeline.analysis import tracking
-    from pipeline.manifest import finished_steps, forget_finished
+    from pipeline.store import compact as compact_module
+    from pipeline.store.manifest import finished_steps, forget_finished
+    from pipeline.tracking import mlflow_log as tracking
 
     job = write_job(tmp_path, agent_deployment={"kind": "scripted", "name": "oracle"})
     def tracking_down(sweep_dir: Path) -> None:
@@ -102,7 +102,7 @@ def test_a_rerun_with_nothing_to_do_skips_what_finished_and_still_does_what_did_
     assert set(finished_steps(first.sweep_dir)) == {"compacted", "tracked"}
 
     monkeypatch.setattr(tracking, "log_sweep", lambda sweep_dir: pytest.fail("logged again"))
-    monkeypatch.setattr("pipeline.dispatch.init_ray", lambda address: pytest.fail("started Ray"))
+    monkeypatch.setattr("pipeline.run.dispatch.init_ray", lambda address: pytest.fail("started Ray"))
     third = run_sweep(job, out=tmp_path / "runs")
     assert (third.skipped, third.completed) == (16, 0)
     assert (third.mlflow_run_id, third.tracking_uri) == (second.mlflow_run_id, second.tracking_uri)
@@ -298,7 +298,7 @@ def test_a_truncated_part_is_left_out_by_readers_then_quarantined_and_its_episod
     """A compacted part cut to 2,000 bytes (a disk fault, an interrupted copy)."""
     import warnings
 
-    from pipeline.cli import main
+    from pipeline.cli.main import main
     from pipeline.store.files import IncompleteResultsWarning
     from pipeline.store.inventory import read_record
     from pipeline.store.verify import verify_sweep

@@ -3,7 +3,7 @@ whenever it arrives, with the Ray the CLI starts itself (``ray.init`` installs i
 handler): while Ray starts, while episodes run, while the sweep is logged at its end. Each time the
 run exits 143, its MLflow runs end KILLED, the manifest records the run, the claim is gone, and a
 rerun gives what an uninterrupted run gives (real ``flowstate run`` subprocesses, real Ray and
-MLflow; the test hook ``FLOWSTATE_SIGNAL_AT`` sends the signal, :mod:`pipeline.testhooks`)."""
+MLflow; the test hook ``FLOWSTATE_SIGNAL_AT`` sends the signal, :mod:`pipeline.core.fault_injection`)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from pipeline.analysis import mlflow_runs as runs
-from pipeline.analysis.digest import SweepDigest, compare, sweep_digest
-from pipeline.claim import claim_path
-from pipeline.config import load_job
-from pipeline.launch import run_sweep
-from pipeline.manifest import finished_steps, read_manifest
+from pipeline.config.job import load_job
+from pipeline.config.sweep import expand
+from pipeline.core.fault_injection import SIGNAL_ENV
+from pipeline.run.launch import run_sweep
+from pipeline.store.claim import claim_path
+from pipeline.store.manifest import finished_steps, read_manifest
 from pipeline.store.reader import finished_episodes
-from pipeline.sweep import expand
-from pipeline.testhooks import SIGNAL_ENV
+from pipeline.tracking import mlflow_runs as runs
+from pipeline.tracking.digest import SweepDigest, compare, sweep_digest
 from tests.conftest import REPO_ROOT
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 

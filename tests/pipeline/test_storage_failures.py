@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.analysis.digest import compare, sweep_digest
-from pipeline.atomic import write_bytes_atomic
-from pipeline.config import load_job
-from pipeline.fixtures.oracle_server import OracleResponder
-from pipeline.launch import run_sweep
+from pipeline.config.job import load_job
+from pipeline.config.sweep import expand
+from pipeline.core.atomic import write_bytes_atomic
+from pipeline.core.disk_full import StorageError, storage_failure
+from pipeline.core.fault_injection import FAULT_WRITE_ENV
 from pipeline.llm.stub_server import StubServer
-from pipeline.storage import StorageError, storage_failure
+from pipeline.run.launch import run_sweep
 from pipeline.store.reader import finished_episodes
 from pipeline.store.verify import verify_sweep
-from pipeline.sweep import expand
-from pipeline.testhooks import FAULT_WRITE_ENV
+from pipeline.testing.oracle_server import OracleResponder
+from pipeline.tracking.digest import compare, sweep_digest
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 
 

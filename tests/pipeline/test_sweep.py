@@ -9,19 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.benchmarks.plugin import benchmark_of
+from pipeline.benchmarks.base import benchmark_of
 from pipeline.benchmarks.taubench import TAUBENCH
-from pipeline.config import JobConfig
-from pipeline.sweep import (
-    EpisodeIds,
-    EpisodeSpec,
-    _cell,
-    _method_roles,
-    content_hash,
-    expand,
-    model_identity,
-    trial_seeds,
-)
+from pipeline.config.job import JobConfig
+from pipeline.config.sweep import EpisodeIds, _cell, _method_roles, expand, model_identity, trial_seeds
+from pipeline.core.ids import content_hash
+from pipeline.core.specs import EpisodeSpec
 
 
 def job(**overrides) -> JobConfig:
@@ -106,8 +99,8 @@ def test_a_changed_job_names_its_earlier_sweep_and_what_differs(tmp_path):
     """Editing a job file gives a new sweep id: the run says so, naming the old sweep."""
     import yaml
 
-    from pipeline.manifest import write_manifest
-    from pipeline.plan import earlier_sweeps, locate_sweep
+    from pipeline.run.manifest import write_manifest
+    from pipeline.run.plan import earlier_sweeps, locate_sweep
 
     job = {"name": "edited", "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["0"]}],
            "methods": [{"name": "flowstate"}], "agents": [{"deployment": "oracle"}], "user_simulator": "scripted",
@@ -126,8 +119,8 @@ def test_a_changed_job_names_its_earlier_sweep_and_what_differs(tmp_path):
 def test_another_sweeps_manifest_or_a_broken_one_is_a_clear_error(tmp_path, capsys):
     import yaml
 
-    from pipeline.cli import main
-    from pipeline.plan import locate_sweep
+    from pipeline.cli.main import main
+    from pipeline.run.plan import locate_sweep
 
     job = {"name": "mine", "benchmarks": [{"benchmark": "taubench", "domain": "airline", "tasks": ["0"]}],
            "methods": [{"name": "flowstate"}], "agents": [{"deployment": "oracle"}], "user_simulator": "scripted",

@@ -20,13 +20,13 @@ from mlflow import MlflowClient
 from mlflow.entities import Run
 from rich.console import Console
 
-from pipeline import launch
 from pipeline.analysis.catalog import list_queries
-from pipeline.analysis.live import LiveTracking
 from pipeline.analysis.query import run_query
-from pipeline.finish import finish_sweep
-from pipeline.manifest import read_manifest
-from pipeline.stopping import STOP_REQUESTED, request_stop
+from pipeline.run import launch
+from pipeline.run.finish import finish_sweep
+from pipeline.run.live_tracking import LiveTracking
+from pipeline.run.stopping import STOP_REQUESTED, request_stop
+from pipeline.store.manifest import read_manifest
 from tests.pipeline.analysis.test_live import eventually, locked
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 

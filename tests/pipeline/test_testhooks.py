@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from pipeline.atomic import write_text_atomic
-from pipeline.testhooks import CRASH_ENV, CRASH_EXIT_CODE, DRIVER_PID_ENV, FAULT_WRITE_ENV, actor_env, crash_point
+from pipeline.core.atomic import write_text_atomic
+from pipeline.core.fault_injection import CRASH_ENV, CRASH_EXIT_CODE, DRIVER_PID_ENV, FAULT_WRITE_ENV, actor_env, crash_point
 from tests.conftest import REPO_ROOT
 
 
 def test_a_crash_point_ends_the_process_the_nth_time_its_phase_is_reached():
-    script = ("from pipeline.testhooks import crash_point\n"
+    script = ("from pipeline.core.fault_injection import crash_point\n"
               "for i in range(5):\n"
               "    crash_point('grading'); crash_point('compaction'); print(i, flush=True)\n")
     ended = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,

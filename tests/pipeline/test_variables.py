@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.config import load_job
-from pipeline.variables import VariableError, expand_variables
-from pipeline.yaml_errors import ConfigError, load_yaml
+from pipeline.config.job import load_job
+from pipeline.config.variables import VariableError, expand_variables
+from pipeline.config.yaml_loader import ConfigError, load_yaml
 from tests.pipeline.test_config import GOOD
 
 # What a process does besides reading its own input: the audit events of Python's runtime

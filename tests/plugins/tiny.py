@@ -48,17 +48,10 @@ from flowstate import (
 from flowstate.methods.render import output_line, render_observation, request_line
 from flowstate.prompts import system_prompt
 from flowstate.protocol import STATE_BLOCKS, render_output
-from pipeline.benchmarks.plugin import (
-    Benchmark,
-    BenchmarkCell,
-    EpisodeRecord,
-    Grade,
-    MetricSpec,
-    RequestGrade,
-    RoleCallers,
-    register_benchmark,
-)
+from pipeline.benchmarks.base import Benchmark, EpisodeRecord, Grade, RequestGrade, RoleCallers, register_benchmark
 from pipeline.benchmarks.requests import FixedRequests
+from pipeline.core.catalog import MetricSpec
+from pipeline.core.specs import BenchmarkCell
 
 # task -> [(request text, lookup key, answer)]
 TASKS: dict[str, list[tuple[str, str, str]]] = {

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import get_args
 
-from pipeline.cli_support import CliError, CliHooks, read_json, write_json
+from pipeline.core.cli_hooks import CliError, CliHooks, read_json, write_json
 
 
 def _tasks(args: argparse.Namespace) -> list:
@@ -66,7 +66,7 @@ def _travel_tool(args: argparse.Namespace) -> int:
 
 def _fetch(args: argparse.Namespace) -> int:
     from pipeline.benchmarks.memoryarena.fetch import DEFAULT_BASE_URL, fetch_memoryarena
-    from pipeline.data import BenchmarkDataError
+    from pipeline.core.data import BenchmarkDataError
 
     try:
         report = fetch_memoryarena(args.data_dir, base_url=args.base_url or DEFAULT_BASE_URL,

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
-from pipeline.data import DATA_ENV_VAR, BenchmarkDataError
+from pipeline.core.data import DATA_ENV_VAR, BenchmarkDataError
 
 SUBDIR = "memoryarena"
 Config = Literal["bundled_shopping", "group_travel_planner", "formal_reasoning_math", "formal_reasoning_phys"]

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.atomic import write_bytes_atomic, write_json_atomic
 from pipeline.benchmarks.memoryarena.data import (
     ACCEPTED_CHECKSUMS,
     CONFIGS,
@@ -25,7 +24,8 @@ from pipeline.benchmarks.memoryarena.data import (
     SUBDIR,
     MemoryArenaDataError,
 )
-from pipeline.data import download, sha256_file
+from pipeline.core.atomic import write_bytes_atomic, write_json_atomic
+from pipeline.core.data import download, sha256_file
 
 DEFAULT_BASE_URL = f"https://huggingface.co/datasets/{HF_DATASET}/resolve/{HF_REVISION}"
 

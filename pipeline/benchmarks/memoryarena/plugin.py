@@ -10,6 +10,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from flowstate import ChatMessage, Completion, MethodPlugin, Policy, TaskPrompt
+from pipeline.benchmarks.base import (
+    Benchmark,
+    BenchmarkEnvironment,
+    EpisodeRecord,
+    Grade,
+    JudgeRequiredError,
+    RequestGrade,
+    RoleCallers,
+    register_benchmark,
+)
 from pipeline.benchmarks.memoryarena import scoring
 from pipeline.benchmarks.memoryarena.data import (
     Config,
@@ -28,24 +38,14 @@ from pipeline.benchmarks.memoryarena.data import (
 from pipeline.benchmarks.memoryarena.environments import FormalEpisode, TravelEpisode
 from pipeline.benchmarks.memoryarena.travel_tools import checksums as travel_checksums
 from pipeline.benchmarks.memoryarena.travel_tools import travel_db
-from pipeline.benchmarks.plugin import (
-    Benchmark,
-    BenchmarkCell,
-    BenchmarkEnvironment,
-    EpisodeRecord,
-    Grade,
-    JudgeRequiredError,
-    MetricSpec,
-    RequestGrade,
-    RoleCallers,
-    register_benchmark,
-)
 from pipeline.benchmarks.requests import final_responses
-from pipeline.data import sha256_file
+from pipeline.core.catalog import MetricSpec
+from pipeline.core.data import sha256_file
+from pipeline.core.specs import BenchmarkCell
 
 if TYPE_CHECKING:
-    from pipeline.cli_support import CliHooks
-    from pipeline.sweep import EpisodeSpec
+    from pipeline.core.cli_hooks import CliHooks
+    from pipeline.core.specs import EpisodeSpec
 
 FORMAL = ("formal_reasoning_math", "formal_reasoning_phys")
 DOMAIN_LABELS = {"bundled_shopping": "Shopping", "group_travel_planner": "Travel", "formal_reasoning_math": "Math",

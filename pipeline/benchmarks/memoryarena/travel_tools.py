@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.benchmarks.memoryarena.data import MemoryArenaDataError, data_root
-from pipeline.data import sha256_file
+from pipeline.core.data import sha256_file
 
 if TYPE_CHECKING:  # pandas is imported where the tables are read: every process loads this module
     import pandas as pd

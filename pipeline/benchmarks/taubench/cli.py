@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from flowstate import ToolCall
-from pipeline.cli_support import CliError, CliHooks, read_json, write_json
+from pipeline.core.cli_hooks import CliError, CliHooks, read_json, write_json
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -93,9 +93,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from pipeline.benchmarks.taubench.export import export_tau2
-    from pipeline.manifest import ManifestError
-    from pipeline.outputs import OutputPathError, output_file
     from pipeline.store.files import NoResultsError
+    from pipeline.store.manifest import ManifestError
+    from pipeline.store.output_paths import OutputPathError, output_file
 
     try:
         exported = export_tau2(args.dir, output_file(args.out, "--out"))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pipeline.data import DATA_ENV_VAR, BenchmarkDataError, sha256_file
+from pipeline.core.data import DATA_ENV_VAR, BenchmarkDataError, sha256_file
 
 T = TypeVar("T")
 # An explicit data directory (the folder holding taubench/), or None for $FLOWSTATE_DATA.

@@ -26,7 +26,7 @@ from pipeline.benchmarks.taubench.retail import RetailTools
 from pipeline.benchmarks.taubench.store import EpisodeDB, InitialDB, canonical_tables
 from pipeline.benchmarks.taubench.tasks import Task
 from pipeline.benchmarks.taubench.toolkit import ToolKit
-from pipeline.data import cached_json
+from pipeline.core.data import cached_json
 
 ToolKind = Literal["read", "write", "generic"]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from flowstate.environment import ToolCall, ToolResult
-from pipeline.benchmarks.plugin import BenchmarkEnvironment
+from pipeline.benchmarks.base import BenchmarkEnvironment
 from pipeline.benchmarks.taubench.data import DataDir
 from pipeline.benchmarks.taubench.domains import fresh_db, toolkit_for
 from pipeline.benchmarks.taubench.tasks import Task

@@ -41,10 +41,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from pipeline.analysis.query import connect
-from pipeline.atomic import write_text_atomic
 from pipeline.benchmarks.taubench.data import DataDir, TauBenchDataError, load_parsed
-from pipeline.manifest import read_manifest
+from pipeline.core.atomic import write_text_atomic
 from pipeline.store.files import NoResultsError, sweep_dirs
+from pipeline.store.manifest import read_manifest
 
 UPSTREAM_TERMINATIONS = ("user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error")
 Row = dict[str, Any]

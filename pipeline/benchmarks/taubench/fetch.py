@@ -17,7 +17,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.atomic import write_bytes_atomic
 from pipeline.benchmarks.taubench.data import (
     DOMAINS,
     FETCH_COMMAND,
@@ -30,7 +29,8 @@ from pipeline.benchmarks.taubench.data import (
     sha256_file,
 )
 from pipeline.benchmarks.taubench.schema_derivation import derive_tools_json
-from pipeline.data import download
+from pipeline.core.atomic import write_bytes_atomic
+from pipeline.core.data import download
 
 DEFAULT_BASE_URL = f"https://raw.githubusercontent.com/{UPSTREAM_REPO}/{UPSTREAM_COMMIT}"
 SOURCES_DIR = "upstream_src"  # <domain>/<file>: the upstream tool sources each tools.json was derived from

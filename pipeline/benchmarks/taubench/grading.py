@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from flowstate.chat import ChatMessage, Policy
 from flowstate.environment import ToolCall, ToolResult
-from pipeline.benchmarks import plugin
+from pipeline.benchmarks import base as plugin
 from pipeline.benchmarks.taubench.data import DataDir
 from pipeline.benchmarks.taubench.domains import ToolKind, fresh_db, initial_db, tool_schemas, toolkit_for
 from pipeline.benchmarks.taubench.store import EpisodeDB

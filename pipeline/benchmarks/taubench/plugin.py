@@ -9,25 +9,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from flowstate import MethodPlugin, Policy, TaskPrompt
-from pipeline.benchmarks.plugin import (
-    Benchmark,
-    BenchmarkCell,
-    EpisodeRecord,
-    Grade,
-    GradingError,
-    MetricSpec,
-    RoleCallers,
-    register_benchmark,
-)
+from pipeline.benchmarks.base import Benchmark, EpisodeRecord, Grade, GradingError, RoleCallers, register_benchmark
 from pipeline.benchmarks.taubench import conformance, domains, grading
 from pipeline.benchmarks.taubench.data import SHA256, verified_path
 from pipeline.benchmarks.taubench.episode import TauEpisode
 from pipeline.benchmarks.taubench.scripted_user import ScriptedUser
 from pipeline.benchmarks.taubench.user_simulator import LLMUserSimulator
+from pipeline.core.catalog import MetricSpec
+from pipeline.core.specs import BenchmarkCell
 
 if TYPE_CHECKING:
-    from pipeline.cli_support import CliHooks
-    from pipeline.sweep import EpisodeSpec
+    from pipeline.core.cli_hooks import CliHooks
+    from pipeline.core.specs import EpisodeSpec
 
 # The role sentence upstream's agent instruction opens with, in the task-policy slot (the
 # protocol and ReAct rules already say how to answer, so upstream's format lines are not repeated).

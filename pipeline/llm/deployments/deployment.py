@@ -22,10 +22,10 @@ from pipeline.llm.deployments.replica import ServerReplica
 from pipeline.llm.deployments.scripted import scripted_factory
 from pipeline.llm.deployments.specs import DeploymentSpecBase, EndpointSpec, ReplicatedSpec, ScriptedSpec
 from pipeline.llm.errors import DeploymentStartError
+from pipeline.llm.placement import on_this_node
 from pipeline.llm.router import Router, RouterEndpoints
 from pipeline.llm.settings import SamplingParams
 from pipeline.llm.token_ids import endpoint_tokens
-from pipeline.placement import on_this_node
 
 
 class Deployment(abc.ABC):

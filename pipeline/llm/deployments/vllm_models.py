@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from pipeline.data import cache_root, sha256_file
+from pipeline.core.data import cache_root, sha256_file
 from pipeline.llm.deployments.specs import smollm2_gguf
 from pipeline.llm.errors import DeploymentStartError
 

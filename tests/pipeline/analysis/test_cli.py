@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import CliError, build_parser
+from pipeline.cli.main import CliError, build_parser
 from tests.pipeline.analysis.builder import SweepBuilder
 
 

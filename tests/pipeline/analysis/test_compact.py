@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.analysis import compact as compact_module
-from pipeline.analysis.compact import TMP_PREFIX, compact
 from pipeline.analysis.query import connect, list_queries, query_table
-from pipeline.claim import SweepBusyError
-from pipeline.storage import storage_failure
+from pipeline.core.disk_full import storage_failure
+from pipeline.store import compact as compact_module
+from pipeline.store.claim import SweepBusyError
+from pipeline.store.compact import TMP_PREFIX, compact
 from pipeline.store.files import PART_PREFIX
 from pipeline.store.inventory import INVENTORY
 from pipeline.store.tables import ANALYSIS_TABLES

@@ -19,15 +19,15 @@ import pytest
 from mlflow import MlflowClient
 
 from pipeline.analysis.catalog import list_queries
-from pipeline.analysis.digest import incidental
-from pipeline.analysis.query import connect, run_query
-from pipeline.analysis.report import build_report, job_baseline, resolve_baseline
-from pipeline.analysis.tracking import CELL_TAG, PARENT_TAG, log_sweep, shipped_results
-from pipeline.cli import main
-from pipeline.show import load_episode
+from pipeline.analysis.query import connect, job_baseline, resolve_baseline, run_query
+from pipeline.analysis.report import build_report
+from pipeline.cli.main import main
+from pipeline.cli.show import load_episode
 from pipeline.store.copies import DuplicateResultsWarning
 from pipeline.store.files import scan_sweep
 from pipeline.store.inventory import INVENTORY
+from pipeline.tracking.digest import incidental
+from pipeline.tracking.mlflow_log import CELL_TAG, PARENT_TAG, log_sweep, shipped_results
 
 
 def _normal(value: Any) -> Any:

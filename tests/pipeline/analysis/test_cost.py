@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.analysis.cost import LLAMACPP_MEASURED, CostModel, cost_models, with_gpu_seconds
+from pipeline.core.cost import LLAMACPP_MEASURED, CostModel, cost_models, with_gpu_seconds
 
 JOB = {"agents": [{"deployment": "small", "label": "smollm2"}, {"deployment": "big"}, {"deployment": "oracle"}],
        "deployments": {"small": {"kind": "llamacpp"}, "big": {"kind": "vllm"}, "oracle": {"kind": "scripted"}},

@@ -3,7 +3,7 @@ the record of failed calls when asked (a sweep that lost a replica mid-call)."""
 
 from __future__ import annotations
 
-from pipeline.analysis.digest import SweepDigest, compare, incidental, without_faults
+from pipeline.tracking.digest import SweepDigest, compare, incidental, without_faults
 
 
 def digest(faults: int = 0, **metrics: float) -> SweepDigest:

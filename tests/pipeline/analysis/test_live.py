@@ -17,10 +17,11 @@ import yaml
 from mlflow import MlflowClient
 from mlflow.entities import Run
 
-from pipeline.actors import EpisodeSummary
-from pipeline.analysis.live import FAILED, KILLED, LiveTracking
-from pipeline.manifest import read_manifest, write_manifest
-from pipeline.plan import Plan, plan_sweep
+from pipeline.run.actors import EpisodeSummary
+from pipeline.run.live_tracking import FAILED, KILLED, LiveTracking
+from pipeline.run.manifest import write_manifest
+from pipeline.run.plan import Plan, plan_sweep
+from pipeline.store.manifest import read_manifest
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 
 EVERY_S = 0.1

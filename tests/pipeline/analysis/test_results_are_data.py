@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
-from pipeline.manifest import MANIFEST
+from pipeline.cli.main import main
+from pipeline.store.manifest import MANIFEST
 from tests.pipeline.analysis.builder import SweepBuilder
 
 # A benchmark no installed plug-in knows: what readers know of it is only its stored catalog.

@@ -13,10 +13,10 @@ import mlflow
 import pytest
 from mlflow import MlflowClient
 
-from pipeline.analysis import mlflow_runs as runs
 from pipeline.analysis.query import connect
-from pipeline.analysis.traces import EPISODE_TAG, episode_rows, episode_trace, write_traces
-from pipeline.analysis.tracking import CELL_TAG, PARENT_TAG, SWEEP_TAG, TrackingResult, log_sweep
+from pipeline.tracking import mlflow_runs as runs
+from pipeline.tracking.mlflow_log import CELL_TAG, PARENT_TAG, SWEEP_TAG, TrackingResult, log_sweep
+from pipeline.tracking.traces import EPISODE_TAG, episode_rows, episode_trace, write_traces
 from tests.pipeline.analysis.builder import T0, SweepBuilder
 from tests.pipeline.analysis.conftest import build_scores_sweep
 

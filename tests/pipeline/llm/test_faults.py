@@ -13,7 +13,6 @@ from pydantic import ValidationError
 
 from flowstate import StepClock
 from flowstate.chat import ChatMessage, ContextOverflowError
-from pipeline.calls import CallLog
 from pipeline.llm import (
     ChatClient,
     ClientSettings,
@@ -25,6 +24,7 @@ from pipeline.llm import (
 )
 from pipeline.llm.faults import FaultReport, reporting_faults
 from pipeline.llm.stub_server import Fault, FaultRate, FaultRates, StubServer
+from pipeline.run.calls import CallLog
 
 HELLO = [ChatMessage(role="user", content="hello there model")]
 RETRY = RetryPolicy(max_attempts=3, initial_backoff_s=0.01, max_backoff_s=1.0, jitter=0.0)

@@ -261,8 +261,8 @@ def test_simulated_replicas_as_a_deployment_with_least_loaded_routing(ray_local:
 
 
 def test_the_routing_switch_enters_no_episode_id() -> None:
-    from pipeline.config import parse_job
-    from pipeline.sweep import expand
+    from pipeline.config.job import parse_job
+    from pipeline.config.sweep import expand
 
     def job(routing: str) -> dict[str, Any]:
         return {"name": "routing", "plugins": ["pipeline.llm.replica_sim_kind"],

@@ -16,11 +16,11 @@ import pytest
 import ray
 
 from flowstate.chat import ChatMessage
-from pipeline.fixtures.cluster import actor_processes, descendants, kill_node, raylet
 from pipeline.llm.deployments import make_deployment
+from pipeline.llm.placement import on_this_node
 from pipeline.llm.replica_sim import ReplicaSettings
 from pipeline.llm.replica_sim_kind import ReplicaSimSpec
-from pipeline.placement import on_this_node
+from pipeline.testing.cluster import actor_processes, descendants, kill_node, raylet
 from tests.conftest import start_ray
 
 pytestmark = pytest.mark.slow

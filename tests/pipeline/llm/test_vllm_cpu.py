@@ -22,12 +22,12 @@ import yaml
 from mlflow import MlflowClient
 
 from flowstate import ChatMessage, Completion
-from pipeline.launch import SweepResult, run_sweep
 from pipeline.llm.client import ChatClient
 from pipeline.llm.deployments import ReplicatedDeployment, VllmSpec
+from pipeline.llm.placement import on_this_node
 from pipeline.llm.router import Router, RouterEndpoints
-from pipeline.manifest import read_manifest
-from pipeline.placement import on_this_node
+from pipeline.run.launch import SweepResult, run_sweep
+from pipeline.store.manifest import read_manifest
 from tests.conftest import REPO_ROOT
 from tests.listening import all_loopback, listening_addresses
 from tests.pipeline.llm.vllm_cpu import CPU_BLOCK_TOKENS, vllm_python

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import ray
 
-from pipeline.config import JobConfig
+from pipeline.config.job import JobConfig
 from pipeline.llm import DeploymentStartError, EmbeddingClient, make_deployment
 from pipeline.llm.deployments import WordLlamaSpec, replica_options
 from pipeline.llm.deployments.wordllama import server_command

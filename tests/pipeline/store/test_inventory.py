@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.analysis.compact import compact
 from pipeline.analysis.query import connect, run_query
 from pipeline.analysis.report import build_report
-from pipeline.cli import main
+from pipeline.cli.main import main
+from pipeline.store.compact import compact
 from pipeline.store.files import IncompleteResultsWarning, table_files
 from pipeline.store.inventory import INVENTORY, read_record, record_path
 from pipeline.store.verify import repair, verify_sweep
@@ -172,7 +172,7 @@ def test_a_repair_cut_short_is_finished_and_orphan_rows_are_dropped_before_a_res
     lost = read_record(episodes_part).episodes[-1]
     rest = [e for e in done[1:] if e != lost]
     # the episodes part loses one episode's row (a cut-short forget): its steps rows are orphans
-    from pipeline.analysis.compact import _write_part
+    from pipeline.store.compact import _write_part
     from pipeline.store.files import scan_sweep
     from pipeline.store.inventory import forget_file
 
@@ -204,7 +204,7 @@ def test_a_broken_part_nobody_recorded_is_named_not_guessed(tmp_path):
 
 
 def test_a_rewrite_that_fails_keeps_the_files_record(tmp_path, monkeypatch):
-    from pipeline import atomic
+    from pipeline.core import atomic
     from pipeline.store.writer import write_parquet_atomic
 
     b = _sweep(tmp_path, tasks=1)

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.analysis.compact import compact
+from pipeline.run.rows import failure_rows
 from pipeline.store import reader
+from pipeline.store.compact import compact
 from pipeline.store.files import IncompleteResultsWarning
 from pipeline.store.reader import Finished, finished_episodes
-from pipeline.store.rows import FAILURE_TABLES, failure_rows
+from pipeline.store.schema import FAILURE_TABLES
 from pipeline.store.writer import write_episode
 from tests.pipeline.analysis.builder import SweepBuilder
 from tests.pipeline.store.test_rows import SPEC, fault

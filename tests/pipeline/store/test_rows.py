@@ -6,14 +6,13 @@ import json
 from datetime import UTC, datetime
 
 from flowstate import Completion, EpisodeResult, MethodRecord, StepClock, StepRecord, TokenUsage, method_options
-from pipeline.benchmarks.plugin import Grade, RequestGrade
+from pipeline.benchmarks.base import Grade, RequestGrade
 from pipeline.benchmarks.taubench import TauBenchCell
-from pipeline.calls import CallFault, CallLog
-from pipeline.config import AgentModel
-from pipeline.episode import EpisodeOutcome
-from pipeline.store.rows import failure_rows, grade_columns, outcome_rows, role_tokens, tok
+from pipeline.core.specs import AgentModel, Cell, EpisodeSpec
+from pipeline.run.calls import CallFault, CallLog
+from pipeline.run.episode import EpisodeOutcome
+from pipeline.run.rows import failure_rows, grade_columns, outcome_rows, role_tokens, tok
 from pipeline.store.schema import EPISODES, FAULTS, SCHEMAS, rows_table
-from pipeline.sweep import Cell, EpisodeSpec
 
 SPEC = EpisodeSpec(
     episode_id="e1", sweep_id="s", task_id="7", trial=0, seed=3, user_simulator="scripted", judge="none",

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import atomic
+from pipeline.core import atomic
 from pipeline.store import writer
 from pipeline.store.inventory import INVENTORY, FileRecord, read_record, record_path
 from pipeline.store.reader import Finished, finished_episodes
@@ -113,7 +113,7 @@ def test_an_episode_file_whose_write_fails_keeps_the_old_file_and_its_record(
 KILLED_MID_WRITE = """
 import os, sys
 from pathlib import Path
-from pipeline import atomic
+from pipeline.core import atomic
 
 def dies(descriptor, data):
     os.write(descriptor, bytes(data)[:10])

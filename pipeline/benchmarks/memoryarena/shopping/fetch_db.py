@@ -22,9 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.atomic import write_atomic, write_json_atomic
 from pipeline.benchmarks.memoryarena.shopping.productdb import ATTRIBUTES, CATALOG_DIR, DOMAIN, ITEMS, ProductDbError
-from pipeline.data import sha256_file
+from pipeline.core.atomic import write_atomic, write_json_atomic
+from pipeline.core.data import sha256_file
 
 REPO = "ai-hyz/MemoryArena-product-db"
 HUB = "https://huggingface.co"

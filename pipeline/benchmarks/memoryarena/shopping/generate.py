@@ -18,9 +18,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from pipeline.atomic import write_text_atomic
 from pipeline.benchmarks.memoryarena.data import ShoppingTask, data_root, load_tasks, task_file
 from pipeline.benchmarks.memoryarena.shopping.productdb import ATTRIBUTES, CATALOG_DIR, DOMAIN, ITEMS, ProductDbError
+from pipeline.core.atomic import write_text_atomic
 
 CATALOG = "bundled_shopping.synthetic_catalog.json"
 _BRANDS = ("Acme", "Nordlys", "Vantor", "Kestrel", "Lumio", "Brightfield", "Oakhaven", "Zenwell", "Ferro", "Calder",
@@ -140,7 +140,7 @@ def example_db(data_dir: Path | None = None) -> Path:
     import hashlib
     import shutil
 
-    from pipeline.data import cache_root, sha256_file
+    from pipeline.core.data import cache_root, sha256_file
 
     root = data_root(data_dir)
     sources = [root / "examples" / CATALOG, task_file("bundled_shopping", "examples", data_dir)]

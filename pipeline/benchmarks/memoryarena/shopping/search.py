@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.atomic import write_json_atomic
-from pipeline.data import sha256_file
+from pipeline.core.atomic import write_json_atomic
+from pipeline.core.data import sha256_file
 
 TOP_N = 50
 K1, B = 0.9, 0.4

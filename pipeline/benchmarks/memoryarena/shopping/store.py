@@ -20,7 +20,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline.atomic import write_json_atomic
 from pipeline.benchmarks.memoryarena.shopping.productdb import (
     ATTRIBUTES,
     CATALOG_DIR,
@@ -33,7 +32,8 @@ from pipeline.benchmarks.memoryarena.shopping.productdb import (
     iter_products,
 )
 from pipeline.benchmarks.memoryarena.shopping.search import TOP_N, SearchIndex, cached_index
-from pipeline.data import cache_root, sha256_file
+from pipeline.core.atomic import write_json_atomic
+from pipeline.core.data import cache_root, sha256_file
 
 
 def _key(text: str) -> str:
@@ -248,7 +248,7 @@ def _write_names(db_dir: Path, path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline.atomic import write_atomic
+    from pipeline.core.atomic import write_atomic
 
     db_names: dict[str, str | None] = {}
     for product in iter_products(db_dir / ITEMS):

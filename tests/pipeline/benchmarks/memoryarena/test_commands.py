@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.benchmarks.memoryarena.subtasks import plan_text
-from pipeline.cli import main
+from pipeline.cli.main import main
 from tests.pipeline.benchmarks.memoryarena.conftest import MEMORYARENA, TRAVEL_DB, catalog, example_tasks
 
 EXAMPLES = MEMORYARENA / "examples"

@@ -16,7 +16,7 @@ import pytest
 from pipeline.benchmarks.memoryarena import data as data_module
 from pipeline.benchmarks.memoryarena.data import ACCEPTED_CHECKSUMS, CONFIGS, MemoryArenaDataError, load_tasks
 from pipeline.benchmarks.memoryarena.fetch import fetch_memoryarena
-from pipeline.cli import main
+from pipeline.cli.main import main
 from tests.pipeline.benchmarks.memoryarena.conftest import MEMORYARENA
 from tests.pipeline.benchmarks.taubench.test_fetch import QuietHandler
 

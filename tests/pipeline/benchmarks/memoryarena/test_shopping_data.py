@@ -18,7 +18,7 @@ from pipeline.benchmarks.memoryarena.shopping.checkdb import check_db
 from pipeline.benchmarks.memoryarena.shopping.fetch_db import REPO, SOURCE, fetch_product_db
 from pipeline.benchmarks.memoryarena.shopping.generate import write_product_db
 from pipeline.benchmarks.memoryarena.shopping.productdb import ITEMS, ProductDbError
-from pipeline.cli import main
+from pipeline.cli.main import main
 from tests.pipeline.benchmarks.memoryarena.conftest import MEMORYARENA
 from tests.pipeline.conftest import DATA_DIR
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from flowstate import ChatMessage, Completion, RequestEnd, RequestOutcome, ToolCall
+from pipeline.benchmarks.base import EpisodeRecord
 from pipeline.benchmarks.memoryarena.data import ShoppingTask
 from pipeline.benchmarks.memoryarena.plugin import MEMORYARENA, MemoryArenaCell, ScriptedJudge
 from pipeline.benchmarks.memoryarena.shopping.episode import (
@@ -24,7 +25,6 @@ from pipeline.benchmarks.memoryarena.shopping.grading import name_from_pages
 from pipeline.benchmarks.memoryarena.shopping.pages import search_page
 from pipeline.benchmarks.memoryarena.shopping.store import LocalStore, ProductStore
 from pipeline.benchmarks.memoryarena.subtasks import shopping_prompts
-from pipeline.benchmarks.plugin import EpisodeRecord
 from pipeline.benchmarks.transcript import TranscriptMessage
 from tests.pipeline.benchmarks.memoryarena.conftest import catalog, example_tasks
 from tests.pipeline.conftest import DATA_DIR

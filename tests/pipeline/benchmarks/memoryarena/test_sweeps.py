@@ -12,8 +12,8 @@ import duckdb
 import pytest
 from mlflow import MlflowClient
 
-from pipeline.cli import main
-from pipeline.launch import SweepResult, run_sweep
+from pipeline.cli.main import main
+from pipeline.run.launch import SweepResult, run_sweep
 from tests.conftest import REPO_ROOT
 from tests.pipeline.llm.llamacpp import require_llamacpp
 
@@ -183,8 +183,8 @@ def test_a_travel_sweep_made_before_the_text_revision_is_graded_and_never_resume
     import yaml
 
     from pipeline.benchmarks.memoryarena import plugin
-    from pipeline.plan import locate_sweep
-    from pipeline.regrade import regrade
+    from pipeline.run.plan import locate_sweep
+    from pipeline.run.regrade import regrade
     from tests.pipeline.benchmarks.memoryarena.conftest import example_tasks
 
     job = {"name": "travel", "benchmarks": [{"benchmark": "memoryarena", "domain": "group_travel_planner",

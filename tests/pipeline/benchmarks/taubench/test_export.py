@@ -133,7 +133,7 @@ def test_upstream_models_load_the_export(tmp_path: Path, monkeypatch: pytest.Mon
 def test_a_recorded_call_with_non_object_arguments_is_left_out_and_named_not_written_as_empty(
         arguments: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Sweeps recorded before such calls became protocol errors: upstream would replay ``{}``, not what ran."""
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     b = sweep(tmp_path, monkeypatch)
     odd = [dict(m) for m in TRANSCRIPT]

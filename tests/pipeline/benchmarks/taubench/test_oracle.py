@@ -14,10 +14,9 @@ import pytest
 
 from flowstate import LoopLimits, method_options
 from pipeline.benchmarks import taubench
-from pipeline.config import AgentModel
-from pipeline.episode import EpisodeCallers, run_sweep_episode
-from pipeline.fixtures import UnchangedStatePolicy, oracle_for
-from pipeline.sweep import Cell, EpisodeSpec
+from pipeline.core.specs import AgentModel, Cell, EpisodeSpec
+from pipeline.run.episode import EpisodeCallers, run_sweep_episode
+from pipeline.run.scripted_policies import UnchangedStatePolicy, oracle_for
 from tests.flowstate.fixtures import BagOfWordsEmbedderFixture
 
 

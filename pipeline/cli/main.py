@@ -1,0 +1,253 @@
+"""`flowstate ...`: the command line. Each subcommand is a small function; errors print one clear line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from pipeline.core.cli_hooks import CliError, CliHooks, read_json, write_json
+
+
+# -- trace -------------------------------------------------------------------------------------
+def _trace_replay(args: argparse.Namespace) -> int:
+    from flowstate.trace import TraceError, replay_trace
+
+    data = read_json(args.trace)
+    try:
+        result = replay_trace(data)
+    except ValidationError as exc:
+        raise CliError(f"{args.trace}: not a valid trace:\n{exc}") from None
+    except TraceError as exc:
+        raise CliError(f"{args.trace}: {exc}") from None
+    write_json(args.out, result)
+    steps = result["steps"]
+    accepted = sum(len(s["accepted_ops"]) for s in steps)
+    rejected = sum(len(s["rejected_ops"]) for s in steps)
+    disclosed = sum(len(s["disclosed"]) for s in steps)
+    print(
+        f"replayed {len(result['repository']['requests'])} requests, {len(steps)} steps: "
+        f"{accepted} ops accepted, {rejected} rejected, {disclosed} states disclosed, "
+        f"{len(result['repository']['nodes'])} nodes persisted -> {args.out}"
+    )
+    return 0
+
+
+# -- run ---------------------------------------------------------------------------------------
+CLAIM_LOST_STATUS = 3  # another driver took the sweep over while this one was stalled (pipeline.store.claim)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from flowstate import UnknownPluginError
+    from flowstate.registry import PluginError
+    from pipeline.config.yaml_loader import ConfigError
+    from pipeline.core.data import BenchmarkDataError
+    from pipeline.core.disk_full import StorageError
+    from pipeline.run.launch import run_sweep
+    from pipeline.run.stopping import install_stop_handlers, stop_status
+    from pipeline.store.claim import ClaimLostError, SweepBusyError
+
+    # Ctrl-C and SIGTERM (a scheduler, `kill`) stop cleanly: finished episodes kept, servers stopped.
+    install_stop_handlers()
+    console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
+    try:
+        result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run,
+                           wait=args.wait, console=console)
+    except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError, SweepBusyError,
+            StorageError) as exc:
+        raise CliError(str(exc)) from None
+    except KeyboardInterrupt:  # one the sweep did not handle itself (planning, waiting for its claim)
+        print("flowstate: interrupted", file=sys.stderr)
+        return stop_status()
+    except ClaimLostError as exc:
+        print(f"flowstate: {exc}. This driver stopped dispatching and wrote nothing more; its episodes in flight "
+              "were cancelled unwritten, and the driver that holds the sweep runs them", file=sys.stderr)
+        return CLAIM_LOST_STATUS
+    if result is None:
+        return 0
+    print(f"results: {result.sweep_dir}")
+    print(f"  query:  flowstate query pass_rate --runs {result.sweep_dir}   (flowstate query --help lists the others)")
+    print(f"  report: flowstate report {result.sweep_dir}")
+    if result.tracking_uri:
+        print(f"  compare runs: mlflow ui --backend-store-uri {result.tracking_uri}")
+    if result.interrupted:
+        return stop_status()
+    return 1 if result.failed or result.finish_errors else 0
+
+
+# -- grade / show --------------------------------------------------------------------------------
+def _grade(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pipeline.run.regrade import regrade
+    from pipeline.store.claim import SweepBusyError
+    from pipeline.store.files import NoResultsError, sweep_dirs
+
+    try:
+        sweeps = sweep_dirs(args.runs)
+    except NoResultsError as exc:
+        raise CliError(str(exc)) from None
+    for sweep in sweeps:
+        try:
+            summary = asyncio.run(regrade(sweep, basis=args.basis, plugins=args.plugin))
+        except (FileNotFoundError, ValueError, SweepBusyError) as exc:
+            raise CliError(str(exc)) from None
+        mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
+        print(f"{sweep.name}: graded {summary.episodes} episodes ({summary.changed} changed, "
+              f"{summary.still_ungraded} ungraded), mean reward {mean}")
+        if summary.needs_judge:
+            print(f"  {summary.needs_judge} episodes need a judge model and were left as they were (grade them "
+                  "on a basis without one, if the benchmark has one, or re-run the job, which starts its judge)")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    import warnings
+
+    from pipeline.store.claim import read_claim
+    from pipeline.store.copies import shared_episodes
+    from pipeline.store.files import IncompleteResultsWarning, NoResultsError, sweep_dirs
+    from pipeline.store.verify import verify_sweep
+
+    try:
+        sweeps = sweep_dirs(args.runs)
+    except NoResultsError as exc:
+        raise CliError(str(exc)) from None
+    bad = copies = 0
+    for sweep in sweeps:
+        holder = read_claim(sweep)
+        if holder is not None:
+            print(f"{sweep.name}: held by {holder.describe()}: files may change while they are checked", file=sys.stderr)
+        result = verify_sweep(sweep)
+        legacy = f", {result.unrecorded} written before the inventory" if result.unrecorded else ""
+        twice = f"; {len(result.duplicates)} parts hold episodes a newer part holds too" if result.duplicates else ""
+        print(f"{sweep.name}: {result.checked} files checked in {result.duration_s:.1f}s{legacy}: "
+              + (f"{len(result.problems)} bad or missing" if result.problems else "all as written") + twice)
+        for problem in result.problems + result.duplicates:
+            print(f"  {problem.describe()}")
+        bad += len(result.problems)
+        copies += len(result.duplicates)
+    with warnings.catch_warnings():  # a broken file is listed above already
+        warnings.simplefilter("ignore", IncompleteResultsWarning)
+        shared = shared_episodes(sweeps)
+    for one, other, count in shared:
+        print(f"{one.name} and {other.name} hold {count} of the same episodes (a copied sweep, or jobs that share "
+              "cells): readers of both read each episode once, from one of them")
+    if bad:
+        print("`flowstate run` of the job moves bad files to quarantine/ and runs their episodes again", file=sys.stderr)
+    return 1 if bad or copies else 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from pipeline.cli.show import EpisodeNotFound, load_episode, render
+
+    try:
+        data = load_episode(args.runs, args.episode_id)
+    except EpisodeNotFound as exc:
+        raise CliError(str(exc)) from None
+    for line in render(data):
+        print(line)
+    return 0
+
+
+def _add_plugin_commands(hooks: CliHooks) -> None:
+    """Every registered benchmark's own commands (data fetching, tools, exports), and the fetch of
+    the data methods read."""
+    from pipeline.benchmarks import method_data
+    from pipeline.benchmarks.base import BENCHMARKS
+    for name in BENCHMARKS.names():
+        BENCHMARKS.get(name).add_commands(hooks)
+    method_data.add_commands(hooks)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flowstate", description="FlowState experiments: run, inspect and analyse.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run (or resume) the sweep of a job file on Ray")
+    run.add_argument("job", type=Path, help="jobs/NAME.yaml")
+    run.add_argument("--out", type=Path, help="output directory (default: the job's output_dir)")
+    run.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
+    resume = run.add_mutually_exclusive_group()
+    resume.add_argument("--resume", dest="fresh", action="store_false", default=False,
+                        help="skip episodes already in the run's episodes table (default)")
+    resume.add_argument("--fresh", dest="fresh", action="store_true",
+                        help="start over: move earlier results of this sweep aside")
+    run.add_argument("--dry-run", action="store_true", help="print the expanded sweep and estimates; start nothing")
+    run.add_argument("--wait", action="store_true",
+                     help="if another driver holds the sweep, wait for it to finish (default: refuse at once)")
+    run.set_defaults(handler=_run)
+
+    grade = commands.add_parser("grade", help="grade stored episodes again (no re-simulation)")
+    grade.add_argument("runs", type=Path, help="a sweep directory, or a folder of sweeps")
+    grade.add_argument("--basis", help="the benchmark's grading basis (τ-bench: task or classic); default: each cell's own")
+    grade.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                       help="import MODULE for the sweep's benchmarks or methods, beside the installed plug-ins "
+                            "(the modules a results folder names are never imported)")
+    grade.set_defaults(handler=_grade)
+
+    verify = commands.add_parser("verify", help="check every result file against the sweep's inventory")
+    verify.add_argument("runs", type=Path, help="a sweep directory, or a folder of sweeps")
+    verify.set_defaults(handler=_verify)
+
+    show = commands.add_parser("show", help="print one episode readably")
+    show.add_argument("episode_id", help="episode id (a unique prefix is enough)")
+    show.add_argument("--runs", type=Path, default=Path("runs"), help="a sweep directory or a folder of sweeps")
+    show.set_defaults(handler=_show)
+
+    from pipeline.cli.analysis import add_commands as add_analysis_commands
+
+    add_analysis_commands(commands)
+
+    data = commands.add_parser("data", help="benchmark data").add_subparsers(dest="data_command", required=True)
+    fetch = data.add_parser("fetch", help="download a benchmark's (or the methods') data from its public source "
+                                                    "and verify checksums")
+    export = commands.add_parser("export", help="export results to other tools' formats")
+    hooks = CliHooks(commands=commands, fetch=fetch.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK"),
+                     export=export.add_subparsers(dest="export_format", required=True))
+    _add_plugin_commands(hooks)
+
+    trace = commands.add_parser("trace", help="work with recorded model outputs").add_subparsers(dest="trace_command",
+                                                                                                 required=True)
+    replay = trace.add_parser("replay", help="run the FlowState runtime over a recorded trace (no model, no environment)")
+    replay.add_argument("trace", type=Path, help="TRACE.json: requests with completions and observations")
+    replay.add_argument("--out", type=Path, required=True, help="where to write the replay result (JSON)")
+    replay.set_defaults(handler=_trace_replay)
+    return parser
+
+
+def _warning_line(message: Warning | str, category: type[Warning], *rest: object, **more: object) -> str:
+    """Warnings for users: one line, no source location."""
+    return f"flowstate: warning: {message}\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    warnings.formatwarning = _warning_line
+    try:
+        return handler(args)
+    except CliError as exc:
+        print(f"flowstate: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a write the filesystem refused (read-only, no permission, full)
+        from pipeline.store.output_paths import REFUSED, refused_write
+
+        if exc.errno not in REFUSED:
+            raise
+        print(f"flowstate: error: {refused_write(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("flowstate: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
