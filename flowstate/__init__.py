@@ -23,6 +23,7 @@ from flowstate.chat import (
     with_sampling,
 )
 from flowstate.environment import Environment, RequestEnd, ToolCall, ToolResult
+from flowstate.errors import FlowStateError
 from flowstate.loop import EpisodeResult, LoopLimits, StepRunner, run_episode
 from flowstate.methods import (
     METHODS,
@@ -75,6 +76,7 @@ from flowstate.state import (
 from flowstate.trace import Trace, replay_trace
 
 __all__ = [
+    "FlowStateError",
     # the paper's operations (§2.2-2.3, Algorithm 1): ISU = validate_upd + commit, PSA = validate_acc + disclose
     "validate_upd", "commit", "validate_acc", "disclose", "persist", "index",
     "AccessValidation", "ActiveState", "AddOp", "Capability", "ChatMessage", "Completion", "ContextOverflowError",

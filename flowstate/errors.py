@@ -1,0 +1,8 @@
+"""The one root of the errors a user can act on."""
+
+from __future__ import annotations
+
+
+class FlowStateError(Exception):
+    """An error the user can act on (bad input, missing data, a refused option): the CLI prints it as
+    one line and exits 2; any other exception is a bug and prints a traceback."""
