@@ -19,6 +19,8 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, GetCoreSchemaHandler
 from pydantic_core import core_schema
 
+from flowstate.errors import FlowStateError
+
 T = TypeVar("T")
 
 ENTRY_POINT_GROUP = "flowstate.plugins"
@@ -26,7 +28,7 @@ _imported: set[str] = set()
 _discovered = False
 
 
-class PluginError(ValueError):
+class PluginError(FlowStateError, ValueError):
     """A plug-in module that cannot be imported (the message names it and the cause)."""
 
 
@@ -53,7 +55,7 @@ def discover_plugins() -> None:
         import_plugin(entry.value.split(":")[0], f"entry point {entry.name!r}")
 
 
-class UnknownPluginError(KeyError):
+class UnknownPluginError(FlowStateError, KeyError):
     """A name that no plug-in registered (the message lists the known ones)."""
 
     def __str__(self) -> str:  # KeyError would print the message quoted

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
+from flowstate.errors import FlowStateError
 from pipeline.analysis.catalog import Format
 from pipeline.core.atomic import write_atomic, write_text_atomic
 
@@ -73,7 +74,7 @@ def write_result(table: pa.Table, fmt: Format, out: Path | None = None, *, title
     """Print (table, csv, json) or write to ``out``; parquet needs ``out``."""
     if fmt == "parquet":
         if out is None:
-            raise ValueError("the parquet format writes a file: give --out FILE.parquet")
+            raise FlowStateError("the parquet format writes a file: give --out FILE.parquet")
         write_atomic(out, lambda tmp: pq.write_table(table, tmp))
         return
     if fmt == "table" and out is None:

@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from flowstate.errors import FlowStateError
 from pipeline.analysis.catalog import SQL_DIR, VIEWS, list_queries
 from pipeline.core.catalog import CATALOGS, BenchmarkCatalog
 from pipeline.store.copies import runs_read_set
@@ -32,7 +33,7 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-class QueryError(ValueError):
+class QueryError(FlowStateError, ValueError):
     """A query that cannot run as asked: unknown name, bad or missing parameter."""
 
 

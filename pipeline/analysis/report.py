@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel
 
+from flowstate.errors import FlowStateError
 from pipeline.analysis import plots
 from pipeline.analysis.formats import cell_text, markdown_table
 from pipeline.analysis.query import connect, job_baseline, query_rows, resolve_baseline, sweep_catalogs
@@ -38,7 +39,7 @@ class Report(BaseModel):
     figures: list[Path]
 
 
-class ReportError(ValueError):
+class ReportError(FlowStateError, ValueError):
     """A report that cannot be made as asked (e.g. sweeps that name different baselines)."""
 
 

@@ -6,6 +6,7 @@ Handlers return an exit code and raise ``CliError`` for errors the user can fix.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,21 +27,20 @@ def _params(pairs: list[str]) -> dict[str, str]:
     return params
 
 
-def _guard(run: Callable[[], Any]) -> Any:
-    """User errors of the analysis layer as CliError (one line, no traceback)."""
-    from pipeline.analysis.query import QueryError
-    from pipeline.analysis.report import ReportError
-    from pipeline.store.claim import SweepBusyError
-    from pipeline.store.files import NoResultsError
-    from pipeline.store.manifest import ManifestError
-    from pipeline.store.output_paths import OutputPathError
+Handler = Callable[[argparse.Namespace], int]
 
-    try:
-        return run()
-    except (QueryError, NoResultsError, SweepBusyError, ReportError, ManifestError, OutputPathError) as exc:
-        raise CliError(str(exc)) from None
-    except duckdb.Error as exc:  # a file no check caught: one line, and what to do
-        raise CliError(f"{exc}; `flowstate verify` checks the sweep's files") from None
+
+def _reading_results(handler: Handler) -> Handler:
+    """A DuckDB error over results files (a file no check caught) as a user error: one line, and what to do."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except duckdb.Error as exc:
+            raise CliError(f"{exc}; `flowstate verify` checks the sweep's files") from None
+
+    return run
 
 
 def _query(args: argparse.Namespace) -> int:
@@ -51,8 +51,8 @@ def _query(args: argparse.Namespace) -> int:
     if args.format == "parquet" and args.out is None:
         raise CliError("--format parquet writes a file: give --out FILE.parquet")
     if args.out is not None:
-        _guard(lambda: output_file(args.out, "--out"))
-    table = _guard(lambda: run_query(args.query, args.runs, _params(args.param)))
+        output_file(args.out, "--out")
+    table = run_query(args.query, args.runs, _params(args.param))
     write_result(table, args.format, args.out, title=args.query)
     return 0
 
@@ -61,8 +61,8 @@ def _compact(args: argparse.Namespace) -> int:
     from pipeline.store.compact import compact
     from pipeline.store.files import sweep_dirs
 
-    for sweep in _guard(lambda: sweep_dirs(args.dir)):
-        r = _guard(lambda s=sweep: compact(s))
+    for sweep in sweep_dirs(args.dir):
+        r = compact(sweep)
         copies = f"; the older copy of {r.copies_dropped} episodes dropped" if r.copies_dropped else ""
         print(f"{sweep}: {r.files_merged} files -> {r.parts_written} parts ({r.rows_written:,} rows) in "
               f"{r.duration_s:.1f}s; {r.leftovers_removed} leftovers removed{copies}")
@@ -73,8 +73,8 @@ def _report(args: argparse.Namespace) -> int:
     from pipeline.analysis.report import build_report
     from pipeline.store.output_paths import output_file
 
-    out = _guard(lambda: output_file(args.out or Path(args.dir) / "report.md", "--out" if args.out else "report"))
-    report = _guard(lambda: build_report(args.dir, out, baseline=args.baseline))
+    out = output_file(args.out or Path(args.dir) / "report.md", "--out" if args.out else "report")
+    report = build_report(args.dir, out, baseline=args.baseline)
     print(f"report: {report.markdown}" + "".join(f"\n  figure: {f}" for f in report.figures))
     return 0
 
@@ -86,9 +86,9 @@ def _track(args: argparse.Namespace) -> int:
     from pipeline.store.files import sweep_dirs
     from pipeline.tracking.mlflow_log import log_sweep
 
-    for sweep in _guard(lambda: sweep_dirs(args.dir)):
+    for sweep in sweep_dirs(args.dir):
         try:
-            r = _guard(lambda s=sweep: log_sweep(s, experiment=args.experiment, tracking_uri=args.tracking_uri))
+            r = log_sweep(sweep, experiment=args.experiment, tracking_uri=args.tracking_uri)
         except MlflowException as exc:  # a store that fails: its message names the URL, password and all
             raise CliError(f"{sweep}: MLflow logging failed ({redact_url(str(exc))}); the results are on disk: run "
                            f"`flowstate track {sweep}` again once the store answers") from None
@@ -106,21 +106,21 @@ def add_commands(subparsers: Any) -> None:
     query.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="a named query parameter")
     query.add_argument("--format", choices=FORMATS, default="table")
     query.add_argument("--out", type=Path, help="write to this file instead of the terminal")
-    query.set_defaults(handler=_query)
+    query.set_defaults(handler=_reading_results(_query))
 
     compact = subparsers.add_parser("compact", help="merge a sweep's per-episode Parquet files (safe to interrupt)")
     compact.add_argument("dir", type=Path, help="a sweep directory, or a folder of them")
-    compact.set_defaults(handler=_compact)
+    compact.set_defaults(handler=_reading_results(_compact))
 
     report = subparsers.add_parser("report", help="markdown report with the paper's tables and figures")
     report.add_argument("dir", type=Path, help="a sweep directory, or a folder of them")
     report.add_argument("--out", type=Path, help="report file (default: DIR/report.md)")
     report.add_argument("--baseline", help="method compared with (default: the jobs' analysis.baseline)")
-    report.set_defaults(handler=_report)
+    report.set_defaults(handler=_reading_results(_report))
 
     track = subparsers.add_parser("track", help="log or re-log a sweep to MLflow")
     track.add_argument("dir", type=Path, help="a sweep directory, or a folder of them")
     track.add_argument("--experiment", help="MLflow experiment (default: the job's tracking.experiment or name)")
     track.add_argument("--tracking-uri", help="MLflow tracking URI (default: the job's, MLFLOW_TRACKING_URI, "
                                               "else ./mlflow.db)")
-    track.set_defaults(handler=_track)
+    track.set_defaults(handler=_reading_results(_track))

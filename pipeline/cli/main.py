@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from flowstate.errors import FlowStateError
 from pipeline.core.cli_hooks import CliError, CliHooks, read_json, write_json
 
 
@@ -43,14 +44,9 @@ CLAIM_LOST_STATUS = 3  # another driver took the sweep over while this one was s
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from flowstate import UnknownPluginError
-    from flowstate.registry import PluginError
-    from pipeline.config.yaml_loader import ConfigError
-    from pipeline.core.data import BenchmarkDataError
-    from pipeline.core.disk_full import StorageError
     from pipeline.run.launch import run_sweep
     from pipeline.run.stopping import install_stop_handlers, stop_status
-    from pipeline.store.claim import ClaimLostError, SweepBusyError
+    from pipeline.store.claim import ClaimLostError
 
     # Ctrl-C and SIGTERM (a scheduler, `kill`) stop cleanly: finished episodes kept, servers stopped.
     install_stop_handlers()
@@ -58,9 +54,6 @@ def _run(args: argparse.Namespace) -> int:
     try:
         result = run_sweep(args.job, out=args.out, address=args.address, fresh=args.fresh, dry_run=args.dry_run,
                            wait=args.wait, console=console)
-    except (ConfigError, BenchmarkDataError, PluginError, UnknownPluginError, ValueError, SweepBusyError,
-            StorageError) as exc:
-        raise CliError(str(exc)) from None
     except KeyboardInterrupt:  # one the sweep did not handle itself (planning, waiting for its claim)
         print("flowstate: interrupted", file=sys.stderr)
         return stop_status()
@@ -85,18 +78,10 @@ def _grade(args: argparse.Namespace) -> int:
     import asyncio
 
     from pipeline.run.regrade import regrade
-    from pipeline.store.claim import SweepBusyError
-    from pipeline.store.files import NoResultsError, sweep_dirs
+    from pipeline.store.files import sweep_dirs
 
-    try:
-        sweeps = sweep_dirs(args.runs)
-    except NoResultsError as exc:
-        raise CliError(str(exc)) from None
-    for sweep in sweeps:
-        try:
-            summary = asyncio.run(regrade(sweep, basis=args.basis, plugins=args.plugin))
-        except (FileNotFoundError, ValueError, SweepBusyError) as exc:
-            raise CliError(str(exc)) from None
+    for sweep in sweep_dirs(args.runs):
+        summary = asyncio.run(regrade(sweep, basis=args.basis, plugins=args.plugin))
         mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
         print(f"{sweep.name}: graded {summary.episodes} episodes ({summary.changed} changed, "
               f"{summary.still_ungraded} ungraded), mean reward {mean}")
@@ -111,13 +96,10 @@ def _verify(args: argparse.Namespace) -> int:
 
     from pipeline.store.claim import read_claim
     from pipeline.store.copies import shared_episodes
-    from pipeline.store.files import IncompleteResultsWarning, NoResultsError, sweep_dirs
+    from pipeline.store.files import IncompleteResultsWarning, sweep_dirs
     from pipeline.store.verify import verify_sweep
 
-    try:
-        sweeps = sweep_dirs(args.runs)
-    except NoResultsError as exc:
-        raise CliError(str(exc)) from None
+    sweeps = sweep_dirs(args.runs)
     bad = copies = 0
     for sweep in sweeps:
         holder = read_claim(sweep)
@@ -144,12 +126,9 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from pipeline.cli.show import EpisodeNotFound, load_episode, render
+    from pipeline.cli.show import load_episode, render
 
-    try:
-        data = load_episode(args.runs, args.episode_id)
-    except EpisodeNotFound as exc:
-        raise CliError(str(exc)) from None
+    data = load_episode(args.runs, args.episode_id)
     for line in render(data):
         print(line)
     return 0
@@ -234,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _warning_line
     try:
         return handler(args)
-    except CliError as exc:
+    except FlowStateError as exc:  # the user can act on it: one line; anything else is a bug, with its traceback
         print(f"flowstate: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a write the filesystem refused (read-only, no permission, full)

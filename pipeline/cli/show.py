@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from flowstate.errors import FlowStateError
 from pipeline.store.copies import read_set
 from pipeline.store.files import NoResultsError, sweep_dirs
 from pipeline.store.reader import select
@@ -18,7 +19,7 @@ SHORT = 100  # ids, arguments, summaries
 LONG = 400  # queries, messages, tool results, completions
 
 
-class EpisodeNotFound(LookupError):
+class EpisodeNotFound(FlowStateError, LookupError):
     pass
 
 

@@ -31,6 +31,7 @@ from typing import Any, overload
 from pydantic import BaseModel, ConfigDict
 
 from flowstate import METHODS, Capability, MethodOptions
+from flowstate.errors import FlowStateError
 from pipeline.benchmarks.base import benchmark_of
 from pipeline.config.job import JobConfig
 from pipeline.config.secrets import Secrets
@@ -38,7 +39,7 @@ from pipeline.core.ids import canonical_json, content_hash
 from pipeline.core.specs import AgentModel, BenchmarkCell, Cell, EmbeddingsUse, EpisodeSpec, ModelUse
 
 
-class SweepError(ValueError):
+class SweepError(FlowStateError, ValueError):
     """A job that loads but does not make a sweep: episodes that are not distinct, or too many."""
 
 

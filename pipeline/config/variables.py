@@ -25,8 +25,10 @@ from pathlib import Path
 
 import yaml
 
+from flowstate.errors import FlowStateError
 
-class VariableError(ValueError):
+
+class VariableError(FlowStateError, ValueError):
     """A reference that cannot be expanded: unset without a default, or not a reference at all."""
 
 

@@ -9,10 +9,11 @@ from typing import Any, NamedTuple
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from flowstate.errors import FlowStateError
 from pipeline.config.variables import VariableError, children, compose_expanded, construct, unique_nodes
 
 
-class ConfigError(ValueError):
+class ConfigError(FlowStateError, ValueError):
     """A job file that cannot be used; the message names the file, line, key and expectation."""
 
 

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flowstate.errors import FlowStateError
 from pipeline.core.atomic import write_json_atomic
 from pipeline.core.data import default_data_dir
 
 
-class CliError(Exception):
+class CliError(FlowStateError):
     """An error the user can fix; printed as one line without a traceback."""
 
 

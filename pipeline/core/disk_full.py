@@ -19,6 +19,8 @@ from pathlib import Path
 
 from ray.exceptions import RayTaskError
 
+from flowstate.errors import FlowStateError
+
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EROFS, errno.EDQUOT})
 _WHAT_TO_DO = {
     errno.ENOSPC: "free space on that filesystem (or pass --out on another one)",
@@ -40,7 +42,7 @@ def remedy(cause: OSError) -> str:
     return _WHAT_TO_DO.get(cause.errno or 0, "fix the storage")
 
 
-class StorageError(Exception):
+class StorageError(FlowStateError):
     """The sweep's storage refused a write (full, read-only, failing): the sweep stopped."""
 
     def __init__(self, cause: OSError) -> None:

@@ -29,8 +29,8 @@ from pipeline.core.specs import Cell
 from pipeline.run.episode import grade_episode
 from pipeline.run.rows import grade_columns, request_outcome_rows
 from pipeline.store.claim import claim_sweep
-from pipeline.store.files import PART_META_KEY, table_files
-from pipeline.store.manifest import MANIFEST, forget_finished, read_manifest
+from pipeline.store.files import PART_META_KEY, NoResultsError, table_files
+from pipeline.store.manifest import MANIFEST, ManifestError, forget_finished, read_manifest
 from pipeline.store.reader import select
 from pipeline.store.schema import EPISODES, ID_FIELDS, REQUEST_OUTCOMES, SCHEMA_VERSION, rows_table
 from pipeline.store.writer import episode_file, write_parquet_atomic
@@ -63,7 +63,7 @@ def sweep_job(sweep_dir: Path, plugins: Sequence[str] = ()) -> JobConfig:
     is data, not code to run."""
     manifest = read_manifest(sweep_dir)
     if manifest is None or "job" not in manifest:
-        raise FileNotFoundError(f"{sweep_dir}: no manifest.json with the job (is this a sweep directory?)")
+        raise NoResultsError(f"{sweep_dir}: no manifest.json with the job (is this a sweep directory?)")
     load_plugins(plugins)
     try:
         return parse_job({**manifest["job"], "plugins": []})  # plugins: no part of an id
@@ -72,8 +72,8 @@ def sweep_job(sweep_dir: Path, plugins: Sequence[str] = ()) -> JobConfig:
         named = [m for m in manifest["job"].get("plugins") or [] if m not in plugins]
         hint = (f"; the sweep ran with the plug-ins {', '.join(named)}: if you trust them, name each with "
                 "--plugin MODULE") if named else ""
-        raise ValueError(f"{sweep_dir / MANIFEST}: its job cannot be read here: "
-                         f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}{hint}") from None
+        raise ManifestError(f"{sweep_dir / MANIFEST}: its job cannot be read here: "
+                            f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}{hint}") from None
 
 
 def _cells_by_stored_id(sweep_dir: Path, job: JobConfig) -> dict[str, Cell]:
@@ -103,7 +103,7 @@ async def regrade(sweep_dir: Path, *, basis: str | None = None, judge: Policy | 
 async def _regrade(sweep_dir: Path, job: JobConfig, basis: str | None, judge: Policy | None) -> RegradeSummary:
     files = table_files(sweep_dir)
     if not files["episodes"]:
-        raise FileNotFoundError(f"{sweep_dir}: no episodes table (is this a sweep directory?)")
+        raise NoResultsError(f"{sweep_dir}: no episodes table (is this a sweep directory?)")
     cells = _cells_by_stored_id(sweep_dir, job)
     transcripts = load_transcripts(files["transcript"])
     changed = ungraded = total = needs_judge = 0

@@ -39,6 +39,8 @@ from socket import gethostname
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from flowstate.errors import FlowStateError
+
 LEASE_S = 60.0
 HEARTBEAT_S = 15.0
 POLL_S = 2.0
@@ -60,11 +62,11 @@ class ClaimHolder(BaseModel):
                 f"(last heartbeat {self.heartbeat:%H:%M:%S} UTC)")
 
 
-class SweepBusyError(RuntimeError):
+class SweepBusyError(FlowStateError, RuntimeError):
     """Another driver holds the sweep."""
 
 
-class ClaimLostError(RuntimeError):
+class ClaimLostError(FlowStateError, RuntimeError):
     """Another driver took this process's claim over (it judged this one dead): write nothing more."""
 
 

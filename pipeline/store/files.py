@@ -31,6 +31,7 @@ from pathlib import Path
 
 import duckdb
 
+from flowstate.errors import FlowStateError
 from pipeline.store.inventory import looks_whole, read_record
 from pipeline.store.tables import ANALYSIS_TABLES
 
@@ -43,7 +44,7 @@ PARQUET = ".parquet"
 REPLACED_MARK = ".replaced-"
 
 
-class NoResultsError(ValueError):
+class NoResultsError(FlowStateError, ValueError):
     """A runs directory without any FlowState results."""
 
 

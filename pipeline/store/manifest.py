@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from flowstate.errors import FlowStateError
 from pipeline.core.atomic import write_json_atomic
 from pipeline.core.catalog import BenchmarkCatalog
 from pipeline.core.cost import CostModel
@@ -66,7 +67,7 @@ def prompt_templates_hash() -> str:
     return digest.hexdigest()
 
 
-class ManifestError(ValueError):
+class ManifestError(FlowStateError, ValueError):
     """A manifest that cannot be this sweep's: not JSON, not shaped as a manifest, or another sweep's."""
 
 

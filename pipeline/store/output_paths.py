@@ -9,6 +9,7 @@ import os
 import stat
 from pathlib import Path
 
+from flowstate.errors import FlowStateError
 from pipeline.store.files import is_sweep_dir
 
 # Refusals of the environment, not faults of the program: told to the user in one line (exit 2).
@@ -25,7 +26,7 @@ READ_ONLY_FOLDERS = ("`compact`, `track`, `grade` and `run` write into a sweep's
                      "`query`, `show`, `verify` and `report --out FILE` elsewhere only read it")
 
 
-class OutputPathError(ValueError):
+class OutputPathError(FlowStateError, ValueError):
     """An ``--out`` that cannot be what the command writes (a folder, a file)."""
 
 

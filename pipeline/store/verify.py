@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from flowstate.errors import FlowStateError
 from pipeline.core.atomic import write_text_atomic
 from pipeline.store.files import PARQUET, PART_PREFIX, Partition, scan_sweep
 from pipeline.store.inventory import (
@@ -127,7 +128,7 @@ def _foreign(path: Path) -> str | None:
     return None if ID_COLUMN in names else "not a FlowState file (no episode_id column)"
 
 
-class RepairError(ValueError):
+class RepairError(FlowStateError, ValueError):
     """A bad file whose episodes nobody recorded: what to run again is unknown."""
 
 

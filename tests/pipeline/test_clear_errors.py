@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,44 @@ def test_a_refused_write_is_one_line(runs: Path, tmp_path: Path, code: str, monk
                  ("track", str(sweep), "--experiment", "refused-writes"), ("grade", str(sweep))):
         error = _one_line_error(capsys, *argv)
         assert f"({code})" in error and str(tmp_path) in error, argv
+
+
+def test_a_user_error_is_one_line_and_a_bug_a_traceback(tmp_path: Path) -> None:
+    """The CLI's one rule: a :class:`flowstate.FlowStateError` (whatever the layer that raised it) is one
+    line with exit status 2; anything else is a bug, shown with its traceback, exit status 1."""
+    script = ("import sys\nfrom pipeline.cli import main as cli\n"
+              "def broken(args):\n    raise {error}\n"
+              "cli._verify = broken\nsys.exit(cli.main(['verify', '.']))\n")
+    user = subprocess.run([sys.executable, "-c", script.format(error="__import__('flowstate').FlowStateError('fix this')")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert (user.returncode, user.stderr) == (2, "flowstate: error: fix this\n")
+    bug = subprocess.run([sys.executable, "-c", script.format(error="ZeroDivisionError('a bug')")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert bug.returncode == 1
+    assert "Traceback (most recent call last)" in bug.stderr and bug.stderr.rstrip().endswith("ZeroDivisionError: a bug")
+
+
+def test_every_error_a_user_can_act_on_has_the_one_root() -> None:
+    """The errors the pipeline raises for bad input, missing data or refused options all derive from
+    :class:`flowstate.FlowStateError`, so that none of them prints a traceback."""
+    from flowstate import FlowStateError, UnknownPluginError
+    from flowstate.registry import PluginError
+    from pipeline.analysis.query import QueryError
+    from pipeline.analysis.report import ReportError
+    from pipeline.cli.show import EpisodeNotFound
+    from pipeline.config.sweep import SweepError
+    from pipeline.config.variables import VariableError
+    from pipeline.config.yaml_loader import ConfigError
+    from pipeline.core.cli_hooks import CliError
+    from pipeline.core.data import BenchmarkDataError
+    from pipeline.core.disk_full import StorageError
+    from pipeline.store.claim import ClaimLostError, SweepBusyError
+    from pipeline.store.files import NoResultsError
+    from pipeline.store.manifest import ManifestError
+    from pipeline.store.output_paths import OutputPathError
+    from pipeline.store.verify import RepairError
+
+    for error in (QueryError, ReportError, EpisodeNotFound, SweepError, VariableError, ConfigError, CliError,
+                  BenchmarkDataError, StorageError, ClaimLostError, SweepBusyError, NoResultsError, ManifestError,
+                  OutputPathError, RepairError, PluginError, UnknownPluginError):
+        assert issubclass(error, FlowStateError), error

@@ -10,7 +10,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli.main import CliError, build_parser
+from flowstate import FlowStateError
+from pipeline.cli.main import build_parser
 from tests.pipeline.analysis.builder import SweepBuilder
 
 
@@ -38,18 +39,18 @@ def test_query_as_csv_json_and_parquet(scores_sweep: SweepBuilder, tmp_path: Pat
     assert "full_context" in capsys.readouterr().out
 
 
-def test_user_errors_are_cli_errors(scores_sweep: SweepBuilder, tmp_path: Path) -> None:
+def test_user_errors_are_flowstate_errors(scores_sweep: SweepBuilder, tmp_path: Path) -> None:
     runs = str(scores_sweep.sweep_dir)
-    with pytest.raises(CliError, match="known queries"):
+    with pytest.raises(FlowStateError, match="known queries"):
         run("query", "nope", "--runs", runs)
-    with pytest.raises(CliError, match="KEY=VALUE"):
+    with pytest.raises(FlowStateError, match="KEY=VALUE"):
         run("query", "pass_rate", "--runs", runs, "--param", "baseline")
-    with pytest.raises(CliError, match="needs parameter"):
+    with pytest.raises(FlowStateError, match="needs parameter"):
         (tmp_path / "q.sql").write_text("SELECT $x AS x\n")
         run("query", str(tmp_path / "q.sql"), "--runs", runs)
-    with pytest.raises(CliError, match="no FlowState results"):
+    with pytest.raises(FlowStateError, match="no FlowState results"):
         run("report", str(tmp_path))
-    with pytest.raises(CliError, match="writes a file"):
+    with pytest.raises(FlowStateError, match="writes a file"):
         run("query", "pass_rate", "--runs", runs, "--format", "parquet")
 
 
@@ -62,5 +63,5 @@ def test_compact_report_and_export(scores_sweep: SweepBuilder, tmp_path: Path, c
     assert run("export", "tau2", str(scores_sweep.sweep_dir), "--out", str(tmp_path / "x.json")) == 0
     assert capsys.readouterr().out.count("wrote ") == 2  # one results file per cell
     SweepBuilder(tmp_path / "failed").episode(task="1", status="failed", reward=None)
-    with pytest.raises(CliError, match="no scored τ-bench episodes"):
+    with pytest.raises(FlowStateError, match="no scored τ-bench episodes"):
         run("export", "tau2", str(tmp_path / "failed"), "--out", str(tmp_path / "y.json"))
