@@ -9,6 +9,7 @@ from typing import Any
 from matplotlib import rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from pipeline.core.atomic import write_atomic
 
@@ -69,7 +70,7 @@ def accuracy_by_depth(rows: list[dict[str, Any]], path: Path) -> Path:
         ax.set_xlabel("request depth k")
         ax.set_ylabel("Acc_k (%)")
         ax.set_ylim(0, 105)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 2.5, 5, 10], integer=True))  # AutoLocator's
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return _save(fig, path)

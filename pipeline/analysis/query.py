@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import duckdb
 import pyarrow as pa
@@ -27,6 +27,7 @@ from pipeline.store.manifest import read_manifest, recorded_catalogs
 from pipeline.store.tables import ANALYSIS_TABLES, anchor_file
 
 ParamType = Literal["VARCHAR", "INTEGER", "DOUBLE", "BOOLEAN"]
+_PARAM_TYPES: dict[str, ParamType] = {name: name for name in get_args(ParamType)}
 _PARAM_LINE = re.compile(
     r"^--\s*@param\s+(?P<name>\w+)\s+(?P<type>\w+)(?:\s*=\s*(?P<default>'[^']*'|-?[^\s-]+))?\s*(?:--\s*(?P<doc>.*))?$")
 _TRUE = {"true", "1", "yes", "on"}
@@ -111,10 +112,10 @@ def parse_query(path: Path, name: str | None = None) -> QuerySpec:
         if match is None:
             header.append(line[2:].strip())
             continue
-        type_ = match["type"].upper()
-        if type_ not in ("VARCHAR", "INTEGER", "DOUBLE", "BOOLEAN"):
-            raise QueryError(f"{path}: parameter {match['name']} has unknown type {type_}")
-        required, default = _literal(match["default"], type_)  # type: ignore[arg-type]
+        type_ = _PARAM_TYPES.get(match["type"].upper())
+        if type_ is None:
+            raise QueryError(f"{path}: parameter {match['name']} has unknown type {match['type'].upper()}")
+        required, default = _literal(match["default"], type_)
         declared[match["name"]] = Param(name=match["name"], type=type_, required=required, default=default,
                                         doc=(match["doc"] or "").strip())
     try:
@@ -235,11 +236,11 @@ def resolve_baseline(con: duckdb.DuckDBPyConnection, wanted: str | None) -> str 
 def job_baseline(runs_dir: Path | str) -> str | None:
     """The baseline the sweeps' jobs name (``analysis.baseline``); an error when they disagree."""
     try:
-        sweeps = sweep_dirs(runs_dir)
+        sweeps = sweep_dirs(Path(runs_dir))
     except ValueError:
         return None
-    named = {((read_manifest(d) or {}).get("job", {}).get("analysis") or {}).get("baseline") for d in sweeps}
-    named.discard(None)
+    named = {baseline for d in sweeps
+             if (baseline := ((read_manifest(d) or {}).get("job", {}).get("analysis") or {}).get("baseline")) is not None}
     if len(named) > 1:
         raise QueryError(f"the sweeps under {runs_dir} name different baselines ({', '.join(sorted(named))}): "
                           "choose one with --baseline")

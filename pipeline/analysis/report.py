@@ -326,7 +326,7 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
               "reuse over the physical limit (prompt minus the content each call added); GPU s = uncached × prefill "
               "+ completion × decode seconds per token.\n", cost_table(costs, baseline)]
     parts += ["## FlowState internals\n", internals]
-    if compared:
+    if baseline is not None:
         points, label = figure3_points(s, baseline)
         if any(p["method"] != baseline for p in points):
             path = out_md.with_name(f"{out_md.stem}_fig3_tokens.png")

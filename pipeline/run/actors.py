@@ -22,6 +22,7 @@ from flowstate import METHODS, Capability, ChatMessage, Completion, Embedder, Em
 from pipeline.benchmarks.base import benchmark_of
 from pipeline.config.job import JobConfig
 from pipeline.core.plugins import load_plugins
+from pipeline.core.roles import Role
 from pipeline.core.specs import EpisodeSpec
 from pipeline.llm.closing import aclose_caller
 from pipeline.llm.deployments import Deployment
@@ -147,13 +148,15 @@ class EpisodeWorker:
         benchmark_roles = benchmark_of(spec.cell.benchmark).episode_roles(spec.cell.benchmark)
         uses = METHODS.get(spec.cell.method.name).uses(spec.cell.method)
 
-        def metered(role: str, wanted: bool) -> Policy | None:
-            policy = self.models.policy(spec, role) if wanted else None  # type: ignore[arg-type]
+        def metered(role: Role, wanted: bool) -> Policy | None:
+            policy = self.models.policy(spec, role) if wanted else None
             return None if policy is None else MeteredPolicy(policy, self.meter)
 
         embedder = self.models.embedder(spec) if Capability.EMBEDDINGS in uses else None
+        agent = metered("agent", True)
+        assert agent is not None, "a job's agents are models (JobConfig.agents)"
         return EpisodeCallers(
-            agent=MeteredPolicy(self.models.policy(spec, "agent"), self.meter),  # type: ignore[arg-type]
+            agent=agent,
             user_simulator=metered("user_simulator", "user_simulator" in benchmark_roles),
             judge=metered("judge", "judge" in benchmark_roles),
             tool_model=metered("tool_model", "tool_model" in benchmark_roles),
@@ -195,7 +198,7 @@ class EpisodeWorker:
         )
 
 
-@ray.remote(concurrency_groups={"control": 1})
+@ray.remote(concurrency_groups={"control": 1})  # type: ignore[call-overload]  # ray's stubs omit this actor option
 class EpisodeActor:
     """Ray host of an :class:`EpisodeWorker`; ``meter`` has its own concurrency group so a busy
     actor still answers the driver's progress polls."""

@@ -67,7 +67,7 @@ class CallLog:
     ``deployments``: the job's deployment name of each role; ``attempt``: the episode's attempt.
     """
 
-    def __init__(self, deployments: Mapping[str, str] | None = None, attempt: int = 1) -> None:
+    def __init__(self, deployments: Mapping[Role, str] | None = None, attempt: int = 1) -> None:
         self.calls: list[ModelCall] = []
         self.faults: list[CallFault] = []
         self.clock: StepClock | None = None

@@ -261,8 +261,9 @@ class Dispatcher:
     def _new_actor(self) -> Any:
         # On the driver's node; no CPU reservation: episodes mostly wait on models, and servers need the cores.
         hooks = actor_env()  # test hooks (pipeline.core.fault_injection) reach the actors on any cluster
-        return EpisodeActor.options(max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=on_this_node(),
-                                    runtime_env={"env_vars": hooks} if hooks else None).remote(
+        return EpisodeActor.options(  # type: ignore[attr-defined]  # an ActorClass once ray.remote wrapped it
+            max_concurrency=self._per_actor + 1, num_cpus=0, scheduling_strategy=on_this_node(),
+            runtime_env={"env_vars": hooks} if hooks else None).remote(
             self.job, str(self.sweep_dir), self.deployments, self.version,
             self.claim.fence if self.claim is not None else None)
 

@@ -65,7 +65,7 @@ class CellTally(EpisodeTally):
 
     def metrics(self) -> dict[str, float]:
         ran = self.completed + self.grading_failed
-        metrics = {"live.episodes_done": self.done, "live.episodes_planned": self.planned,
+        metrics: dict[str, float] = {"live.episodes_done": self.done, "live.episodes_planned": self.planned,
                    "live.completed": self.completed, "live.failed": self.failed, "live.ungraded": self.grading_failed}
         if self.rewarded:  # mean reward of this run's graded episodes (the SQL's pass_rate, so far)
             metrics["live.pass_rate"] = self.reward_sum / self.rewarded
@@ -77,9 +77,10 @@ class CellTally(EpisodeTally):
 def sweep_metrics(tallies: list[CellTally]) -> dict[str, float]:
     """The parent's live metrics: the cells' tallies summed."""
     rewarded = sum(t.rewarded for t in tallies)
-    metrics = {"live.episodes_done": sum(t.done for t in tallies), "live.episodes_planned": sum(t.planned for t in tallies),
-               "live.completed": sum(t.completed for t in tallies), "live.failed": sum(t.failed for t in tallies),
-               "live.ungraded": sum(t.grading_failed for t in tallies)}
+    metrics: dict[str, float] = {
+        "live.episodes_done": sum(t.done for t in tallies), "live.episodes_planned": sum(t.planned for t in tallies),
+        "live.completed": sum(t.completed for t in tallies), "live.failed": sum(t.failed for t in tallies),
+        "live.ungraded": sum(t.grading_failed for t in tallies)}
     if rewarded:
         metrics["live.pass_rate"] = sum(t.reward_sum for t in tallies) / rewarded
     return {k: float(v) for k, v in metrics.items()}
