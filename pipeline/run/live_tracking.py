@@ -118,6 +118,7 @@ class LiveTracking:
         self._end_status: str | None = None
         self._abandoned = False
         self._warned = False
+        self.failed_pushes = 0  # pushes the store refused (warned about once)
         self.parent_id: str | None = None
         self._children: dict[str, str] = {}  # cell id -> run id, the runs this sweep reopened or made
         self._client: MlflowClient | None = None
@@ -181,6 +182,7 @@ class LiveTracking:
                 if stopping and self._end_status is not None:
                     self._end(client, self._end_status)
             except Exception as exc:  # noqa: BLE001 - a store that fails must not stop the sweep
+                self.failed_pushes += 1
                 error = redact_url(str(exc))  # MLflow's errors name the store's URL, a password in it included
                 self._warn_once(f"MLflow live tracking failed ({type(exc).__name__}: {error}); the sweep goes on, "
                                 "and its results are logged in full at its end or by `flowstate track`")

@@ -57,13 +57,33 @@ def another_driver_holds(sweep_dir: Path, *, heartbeat_age_s: float = 0.0, host:
         path.unlink(missing_ok=True)
 
 
-def test_a_second_driver_is_refused_at_once_with_the_holder_named(tmp_path):
+class ClaimClock:
+    """TEST FIXTURE: the claim module's clock, moved only by the module's own sleeps: a lease passes at
+    once, and how long a driver watched a claim before taking it is exact."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> ClaimClock:
+    fake = ClaimClock()
+    monkeypatch.setattr(claim, "time", fake)
+    return fake
+
+
+def test_a_second_driver_is_refused_at_once_with_the_holder_named(tmp_path, clock):
     sweep = tmp_path / "runs" / "job-123"
     with another_driver_holds(sweep):
-        started = time.monotonic()
         with pytest.raises(SweepBusyError) as refused, claim_sweep(sweep, "run"):
             pass
-        assert time.monotonic() - started < 1
+        assert clock.now == 1000.0  # refused without waiting
     assert str(refused.value).startswith(f"{sweep} is held by another driver: run by pid 4242 on node-7, since ")
     assert "--wait" in str(refused.value)
 
@@ -82,16 +102,13 @@ def test_a_claim_is_released_on_exit_and_on_error_and_is_re_entrant(tmp_path):
     assert not claim_path(sweep).exists()
 
 
-def test_a_dead_drivers_claim_is_taken_once_watched_unchanged_for_a_lease(tmp_path, monkeypatch):
+def test_a_dead_drivers_claim_is_taken_once_watched_unchanged_for_a_lease(tmp_path, clock):
     sweep = tmp_path / "job-1"
-    monkeypatch.setattr(claim, "LEASE_S", 0.5)
-    monkeypatch.setattr(claim, "POLL_S", 0.02)
     with another_driver_holds(sweep, heartbeat_age_s=claim.LEASE_S + 5):
         assert read_claim(sweep) is None  # looks dead: as good as none
-        started = time.monotonic()
         with claim_sweep(sweep, "run"):
             assert read_claim(sweep).pid == os.getpid()
-        assert time.monotonic() - started >= claim.LEASE_S  # watched, on this host's clock, before taking it
+        assert claim.LEASE_S <= clock.now - 1000.0 < claim.LEASE_S + 2 * claim.POLL_S  # watched for a lease first
 
 
 def test_another_hosts_claim_is_judged_by_its_heartbeats_never_by_its_clock(tmp_path, monkeypatch):
@@ -105,10 +122,11 @@ def test_another_hosts_claim_is_judged_by_its_heartbeats_never_by_its_clock(tmp_
             pass
         assert read_holder(path).token == "other"
     with another_driver_holds(ahead, heartbeat_age_s=-86_400):
+        clock = ClaimClock()
+        monkeypatch.setattr(claim, "time", clock)
         taken = threading.Event()
-        started = time.monotonic()
         threading.Thread(target=lambda: _take(ahead, taken), daemon=True).start()
-        assert taken.wait(10) and time.monotonic() - started >= claim.LEASE_S
+        assert taken.wait(10) and clock.now - 1000.0 >= claim.LEASE_S
 
 
 def _take(sweep: Path, taken: threading.Event) -> None:
@@ -159,7 +177,9 @@ def test_the_holders_heartbeat_keeps_its_claim_and_a_waiting_driver_takes_it_aft
     sweep = tmp_path / "job-1"
     process = _holder_process(sweep, 1.5)
     first = read_claim(sweep)
-    time.sleep(0.6)
+    deadline = time.monotonic() + 30
+    while read_claim(sweep).heartbeat == first.heartbeat and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert read_claim(sweep).heartbeat > first.heartbeat and read_claim(sweep).token == first.token
     with pytest.raises(SweepBusyError, match=f"pid {process.pid}"), claim_sweep(sweep, "run"):
         pass
@@ -180,15 +200,12 @@ def test_a_killed_holders_claim_on_this_host_is_taken_at_once(tmp_path):
         assert read_claim(sweep).pid == os.getpid()
 
 
-def test_another_hosts_claim_is_taken_only_once_its_lease_runs_out(tmp_path, monkeypatch):
+def test_another_hosts_claim_is_taken_only_once_its_lease_runs_out(tmp_path, clock):
     sweep = tmp_path / "job-1"
-    monkeypatch.setattr(claim, "LEASE_S", 1.0)
-    monkeypatch.setattr(claim, "POLL_S", 0.1)
     with another_driver_holds(sweep, host="node-7"):
-        started = time.monotonic()
         with claim_sweep(sweep, "run", wait=True):
             assert read_claim(sweep).pid == os.getpid()
-        assert time.monotonic() - started >= 0.9
+        assert clock.now - 1000.0 >= claim.LEASE_S
 
 
 def test_a_live_driver_on_this_host_keeps_its_claim_even_when_its_heartbeat_is_old(tmp_path):
