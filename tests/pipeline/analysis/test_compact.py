@@ -22,7 +22,7 @@ from pipeline.store.verify import verify_sweep
 from tests.pipeline.analysis.builder import SweepBuilder
 from tests.pipeline.analysis.conftest import build_scores_sweep
 from tests.pipeline.analysis.test_metrics import build_depth_sweep
-from tests.pipeline.test_claim import another_driver_holds
+from tests.pipeline.store.test_claim import another_driver_holds
 
 
 def _canonical(value: Any) -> Any:

@@ -7,7 +7,7 @@ import pytest
 from pipeline.config.sweep import expand
 from pipeline.llm import make_deployment
 from pipeline.run.models import EpisodeModels
-from tests.pipeline.test_sweep import job
+from tests.pipeline.config.test_sweep import job
 
 
 @pytest.mark.parametrize(("spec", "max_tokens", "expected"), [

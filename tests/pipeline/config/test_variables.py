@@ -12,7 +12,7 @@ import pytest
 from pipeline.config.job import load_job
 from pipeline.config.variables import VariableError, expand_variables
 from pipeline.config.yaml_loader import ConfigError, load_yaml
-from tests.pipeline.test_config import GOOD
+from tests.pipeline.config.test_config import GOOD
 
 # What a process does besides reading its own input: the audit events of Python's runtime
 # (https://docs.python.org/3/library/audit_events.html) that start programs, open files or sockets.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pipeline.config.sweep import expand
 from pipeline.run.actors import EpisodeSummary
 from pipeline.run.dispatch import EpisodeQueue, Progress, status_line
-from tests.pipeline.test_sweep import job
+from tests.pipeline.config.test_sweep import job
 
 
 class CountingEpisodes(list):

@@ -20,7 +20,7 @@ print(json.dumps({"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold
 
 def test_settling_the_heap_takes_start_up_objects_out_of_full_collections_and_collects_less_often() -> None:
     # a process of its own: freezing and thresholds are process-wide
-    out = subprocess.run([sys.executable, "-c", SETTLE], cwd=Path(__file__).parents[2], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", SETTLE], cwd=Path(__file__).parents[3], capture_output=True, text=True,
                          check=True)
     result = json.loads(out.stdout)
     assert result["frozen"] > 50_000  # the held rows and what the imports made

@@ -17,7 +17,7 @@ from pipeline.config.sweep import expand
 from pipeline.llm.tokenizer import CountingPolicy, TokenizerError, chat_tokenizer
 from pipeline.run.launch import run_sweep
 from tests.pipeline.llm.llamacpp import require_llamacpp
-from tests.pipeline.test_run import table, write_job
+from tests.pipeline.run.test_run import table, write_job
 
 MESSAGES = [ChatMessage(role="system", content="You are terse."), ChatMessage(role="user", content="Say hi.")]
 
