@@ -4,7 +4,7 @@ A prefix-caching engine skips the leading tokens a call shares with what it comp
 call: that call's prompt and its completion. :func:`departure` finds the first character where a
 prompt departs from them and names the block it falls in, the system message or a slot of the
 method's input template (``active_state``, ``observation``, ``query``, ...), with how that slot's
-value changed. It explains a layout's cache figures (``benchmarks/prompt_cache.py``) and lets tests
+value changed. It explains a layout's cache figures (``perf/prompt_cache.py``) and lets tests
 check where a layout breaks the prefix; the token counts themselves come from a tokenizer.
 """
 

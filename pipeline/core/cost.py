@@ -5,7 +5,7 @@ per token (``sql/tokens.sql`` gives the tokens; uncached = prompt minus what the
 cached, else minus the exact reusable prefix). The cost model is the job's ``analysis.cost_model``
 (never part of an id); without one, cells served by llama.cpp, and model-free cells whose tokens were
 counted with SmolLM2's tokenizer, get the figures measured here for SmolLM2-135M on llama.cpp (2-core
-VM, ``benchmarks/llm_llamacpp_throughput.py``), and other cells none (a vLLM user states them).
+VM, ``perf/llm_llamacpp_throughput.py``), and other cells none (a vLLM user states them).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class CostModel(BaseModel):
 
 
 # SmolLM2-135M-Instruct Q4_1 on llama.cpp, 2 threads of the 2-core VM: prefill 148 tokens/s,
-# generation 54 tokens/s (benchmarks/llm_llamacpp_throughput.py; README, Figures).
+# generation 54 tokens/s (perf/llm_llamacpp_throughput.py; README, Figures).
 LLAMACPP_MEASURED = CostModel(prefill_s_per_token=1 / 148, decode_s_per_token=1 / 54,
                               source="llama.cpp defaults measured for SmolLM2-135M on a 2-core VM "
                                      "(prefill 148, decode 54 tokens/s)")

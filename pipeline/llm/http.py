@@ -1,7 +1,7 @@
 """The HTTP under every model call: keep-alive pools per event loop and server, one JSON POST.
 
 aiohttp (a C HTTP parser) rather than the ``openai`` library over httpx: the same request bytes
-for a fraction of the client's CPU per call (``benchmarks/call_cpu.py``). Every failure comes out
+for a fraction of the client's CPU per call (``perf/call_cpu.py``). Every failure comes out
 as one of three kinds the client's retry loop sorts: :class:`HttpStatusError` (the server answered
 non-2xx; its ``Retry-After`` kept), :class:`HttpConnectionError` (no connection, or it dropped
 mid-reply) and :class:`HttpReplyError` (a 2xx whose body is not JSON). Timeouts are the caller's

@@ -9,7 +9,7 @@ call. ``rebalance_margin`` is the escape from pure stickiness: a conversation wh
 more than that many conversations above the least-loaded one moves there (one cache miss).
 ``routing="least_loaded"`` drops stickiness altogether: every call goes to a replica with the fewest
 conversations (the one it was on counting), ties at random, as a balancer without affinity would;
-it is there to measure what stickiness is worth (``benchmarks/replica_sim.py``).
+it is there to measure what stickiness is worth (``perf/replica_sim.py``).
 """
 
 from __future__ import annotations

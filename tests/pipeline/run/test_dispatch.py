@@ -1,5 +1,5 @@
 """The driver's own state while a sweep runs: what it holds does not grow with the episodes it has
-finished (the measured curve: benchmarks/driver_rss.py)."""
+finished (the measured curve: perf/driver_rss.py)."""
 
 from __future__ import annotations
 

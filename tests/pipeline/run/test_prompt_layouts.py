@@ -1,6 +1,6 @@
 """FlowState's ``prompt_layout`` in the pipeline: recorded per cell in the manifest, and the oracle
 fixture (which reads the disclosed plan from the Active State in its prompt) passes τ-bench tasks with
-the cache-friendly layout too (all 164 in ``benchmarks/prompt_cache.py``; the first 12 of each domain here)."""
+the cache-friendly layout too (all 164 in ``perf/prompt_cache.py``; the first 12 of each domain here)."""
 
 from __future__ import annotations
 

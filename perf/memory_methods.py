@@ -2,7 +2,7 @@
 instant stand-ins for the memory model (the oracle's memory fixture) and WordLlama embeddings in
 process, at 10 and 100 stored entries.
 
-Usage: ``python benchmarks/memory_methods.py``. Entries are ~80-word trajectory-like texts; the
+Usage: ``python perf/memory_methods.py``. Entries are ~80-word trajectory-like texts; the
 figures are medians of the timed operations at each size (Mem0: Qdrant in local mode on disk,
 its history database, its prompt building and parsing; ReasoningBank: cosine over the records).
 """

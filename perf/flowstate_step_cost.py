@@ -15,7 +15,7 @@ episodes. Target: flat per-step cost.
 
 Part 2's times are the CPU time of the thread (a shared machine's other work does not count).
 
-Run: python benchmarks/flowstate_step_cost.py [--long-steps 10000] [--repeats 3] [--skip-part1]
+Run: python perf/flowstate_step_cost.py [--long-steps 10000] [--repeats 3] [--skip-part1]
 """
 
 from __future__ import annotations

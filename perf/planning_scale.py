@@ -22,7 +22,7 @@ included; "imports" is the RSS before the phase starts):
 Target: ``plan`` under 10 s and 1 GiB at 1,000,000 episodes and 100,000 done. The ids' SHA-256 (over
 every id in sweep order) is printed so runs of two code versions can be compared.
 
-Run: python benchmarks/planning_scale.py [--episodes 1000000] [--done 100000] [--forms parts files]
+Run: python perf/planning_scale.py [--episodes 1000000] [--done 100000] [--forms parts files]
      [--repeats 3] [--fixtures runs/planning-scale]
 """
 
@@ -43,7 +43,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 from machine import machine, rss_mib  # noqa: E402
 

@@ -1,6 +1,6 @@
 """How each method's context grows: the oracle's prompt tokens per step by request, counted.
 
-Usage: ``python benchmarks/context_growth.py [--job jobs/oracle.yaml] [--job jobs/oracle-memoryarena.yaml]``.
+Usage: ``python perf/context_growth.py [--job jobs/oracle.yaml] [--job jobs/oracle-memoryarena.yaml]``.
 Runs each job (the oracle test fixture: deterministic, no model) with its tokens counted by SmolLM2's
 own tokenizer and chat template (``analysis.count_tokens: smollm2``), then prints, per benchmark and
 method, the median prompt tokens of an agent step in request k = 1, 2, 4, 8, … (the requests a task

@@ -15,7 +15,7 @@ Rows are synthetic but shaped like real ones: 2 domains × 3 methods × 2 models
 latencies; messages (one per agent step plus one user-simulator call per request) and transcripts.
 Text columns are drawn from small pools, so files are smaller than real ones (no query reads them).
 
-Run: python benchmarks/sql_scale.py [--sizes 1000000 10000000] [--keep DIR]
+Run: python perf/sql_scale.py [--sizes 1000000 10000000] [--keep DIR]
 """
 
 from __future__ import annotations

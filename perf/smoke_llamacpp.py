@@ -6,7 +6,7 @@ second, mean prompt and completion tokens per call, the share of prompt tokens s
 prefix cache (llama.cpp reports none, so this is the labelled estimate: tokens shared with the
 previous prompt on the same server), and the parse-error rate (steps with a protocol error).
 
-Run: python benchmarks/smoke_llamacpp.py [--tasks N]   (about 10-20 minutes on 2 cores)
+Run: python perf/smoke_llamacpp.py [--tasks N]   (about 10-20 minutes on 2 cores)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """WordLlama embeddings on this machine: texts per second at batch 1 and 32, in process and
 through the project's /v1/embeddings server over loopback HTTP (what episodes pay).
 
-Usage: ``python benchmarks/embeddings_wordllama.py [--seconds S]``. Texts are ~60-word
+Usage: ``python perf/embeddings_wordllama.py [--seconds S]``. Texts are ~60-word
 trajectory-like sentences; figures are medians over repeated timed rounds.
 """
 

@@ -1,6 +1,6 @@
 """MLflow logging at the end of a sweep, per cell: this code against an older commit, at 100 cells.
 
-Builds a compacted sweep of synthetic rows shaped like real ones (benchmarks/sql_scale.py's
+Builds a compacted sweep of synthetic rows shaped like real ones (perf/sql_scale.py's
 generator: episodes of 3–8 requests and 10–60 steps, with messages and transcripts) over 100 cells
 (2 domains × 10 methods × 5 models), then times ``log_sweep`` (metrics, 3 traces per cell, the
 summary tables, the report) into a fresh local sqlite store, each run in a fresh process:
@@ -14,7 +14,7 @@ summary tables, the report) into a fresh local sqlite store, each run in a fresh
 Prints wall and CPU seconds per cell (medians), where the new code's time went, and how many
 traces each version left in the store, with the machine.
 
-Run: python benchmarks/mlflow_logging.py [--rows 1000000] [--repeats 3] [--old main] [--data DIR]
+Run: python perf/mlflow_logging.py [--rows 1000000] [--repeats 3] [--old main] [--data DIR]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import machine  # noqa: E402 - benchmarks/ is not a package
+from machine import machine  # noqa: E402 - perf/ is not a package
 from sql_scale import SWEEP, generate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """BM25 memory cost: storing an entry and one retrieval at 100, 1,000 and 10,000 pieces.
 
-Usage: ``python benchmarks/bm25_retrieval.py [--repeats N]``. Pieces are synthetic trajectory-like
+Usage: ``python perf/bm25_retrieval.py [--repeats N]``. Pieces are synthetic trajectory-like
 texts (about 120 words from a 5,000-word vocabulary, so term statistics look like real text);
 queries are 20-word requests. A retrieval after a store rebuilds the index (rank_bm25 keeps no
 incremental one), which is how the method runs: one store per finished request, one retrieval per

@@ -1,7 +1,7 @@
 """llama.cpp (SmolLM2-135M, the embedded default) on local Ray: start-up time, prefill and
 generation tokens/s, and what a prefix-cache hit saves, through the same client the pipeline uses.
 
-    .venv/bin/python benchmarks/llm_llamacpp_throughput.py [--threads 2] [--prompt-words 700]
+    .venv/bin/python perf/llm_llamacpp_throughput.py [--threads 2] [--prompt-words 700]
 """
 
 from __future__ import annotations

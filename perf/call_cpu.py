@@ -1,6 +1,6 @@
 """The pipeline's own CPU per model call (client, actor, asyncio, records), the server excluded.
 
-Usage: ``python benchmarks/call_cpu.py [--episodes 64] [--concurrency 16] [--profile 16]``.
+Usage: ``python perf/call_cpu.py [--episodes 64] [--concurrency 16] [--profile 16]``.
 A stand-in OpenAI-compatible server in its own process answers every call with the oracle's output
 for that episode after 50 ms (so episodes have the oracle's real shape). Part 1 runs a sweep on Ray
 and reads the CPU time (user + system, from /proc) of the episode actors' processes and of the
@@ -200,7 +200,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         job = job_file(Path(folder), name="call-cpu", base_url=url, episodes=args.episodes,
                        concurrency=args.concurrency)
-        server = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "pipeline_throughput.py"), "serve",
+        server = subprocess.Popen([sys.executable, str(REPO / "perf" / "pipeline_throughput.py"), "serve",
                                    str(job), str(args.port), str(args.delay)],
                                   cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
         try:

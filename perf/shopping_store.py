@@ -1,6 +1,6 @@
 """The shopping store at scale: start-up, memory and search latency over a made-up product database.
 
-Usage: ``python benchmarks/shopping_store.py [--products 100000] [--words 300] [--queries 300]``.
+Usage: ``python perf/shopping_store.py [--products 100000] [--words 300] [--queries 300]``.
 The database is written by the generator in the real files' format, each description padded with
 ``--words`` made-up words (650) so a record is about the size of a WebShop one (the real
 ``items_shuffle.json`` is about 5 GB for 1,181,436 products, some 4.5 KB each: an estimate, the file

@@ -16,7 +16,7 @@ Latencies are simulated on the real clock scaled by ``--time-scale`` (real secon
 second); the client's own time between a reply and the conversation's next call is printed in
 simulated seconds, to show that the two cores here are not what limits the replicas.
 
-Run: python benchmarks/replica_sim.py [--replicas 1 2 4] [--routing sticky least_loaded]
+Run: python perf/replica_sim.py [--replicas 1 2 4] [--routing sticky least_loaded]
      [--methods flowstate full_context] [--per-replica 64] [--waves 1.5] [--time-scale 4] [--results FILE]
 """
 

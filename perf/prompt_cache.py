@@ -1,8 +1,8 @@
 """Where FlowState's prompt stops being a prefix of the previous call, and what its cache-friendly layout gains.
 
 Usage:
-  python benchmarks/prompt_cache.py [--job jobs/oracle.yaml] [--job jobs/oracle-memoryarena.yaml]
-  python benchmarks/prompt_cache.py --smoke jobs/smoke-memoryarena.yaml [--smoke jobs/smoke.yaml]
+  python perf/prompt_cache.py [--job jobs/oracle.yaml] [--job jobs/oracle-memoryarena.yaml]
+  python perf/prompt_cache.py --smoke jobs/smoke-memoryarena.yaml [--smoke jobs/smoke.yaml]
 
 Runs each job with three methods, FlowState in the paper's layout, FlowState with
 ``prompt_layout: cache_friendly`` and Full Context (with the job's own options), and reads back every

@@ -39,7 +39,7 @@ Printed: the machine; per kill, when it came and the episodes done before and af
 (the soak's total wall time minus D); the runs; where the replicas and the router ran; and each
 comparison.
 
-Run: python benchmarks/soak.py [--phases driver actor node] [--kills 10] [--episodes 160]
+Run: python perf/soak.py [--phases driver actor node] [--kills 10] [--episodes 160]
      [--concurrency 4] [--delay 0.1] [--seed 0]
 """
 
@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 from machine import machine  # noqa: E402
 from pipeline_throughput import job_file  # noqa: E402

@@ -1,7 +1,7 @@
 """What MemoryArena costs the pipeline beside the model: episode setup, a travel tool call, grading
 per subtask, and the oracle sweep end to end.
 
-Usage: ``FLOWSTATE_DATA=/path/to/data python benchmarks/memoryarena_env.py [--repeats N] [--no-sweep]``.
+Usage: ``FLOWSTATE_DATA=/path/to/data python perf/memoryarena_env.py [--repeats N] [--no-sweep]``.
 Figures are medians over the synthetic examples (memoryarena/examples/) × N repetitions, after the
 one-time per-process loads (reported apart). Episodes are the oracle fixture's, run in-process by
 the real loop; grading uses the scripted judge, so no model call is timed. The sweep is

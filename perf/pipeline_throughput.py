@@ -6,7 +6,7 @@ for 1, 8, 64 and 256 concurrent episodes: model calls per second and its fractio
 (concurrent episodes ÷ delay), episodes per hour through one driver; then the per-step pipeline
 overhead (in-process oracle, no network) and Parquet rows written per second.
 
-Run: python benchmarks/pipeline_throughput.py [--levels 1 8 64 256] [--delay 0.2]
+Run: python perf/pipeline_throughput.py [--levels 1 8 64 256] [--delay 0.2]
 """
 
 from __future__ import annotations

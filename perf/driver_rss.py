@@ -10,7 +10,7 @@ phase (start-up, episodes running, compaction, MLflow logging); and the growth w
 per 1,000 finished episodes (least squares over the samples after the first quarter). Flat means
 that growth is near zero and the running peak does not rise with the size.
 
-Run: python benchmarks/driver_rss.py [--episodes 2000 10000 20000] [--concurrency 32] [--csv samples.csv]
+Run: python perf/driver_rss.py [--episodes 2000 10000 20000] [--concurrency 32] [--csv samples.csv]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 from machine import machine, rss_mib  # noqa: E402
 from pipeline_throughput import job_file  # noqa: E402

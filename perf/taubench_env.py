@@ -1,6 +1,6 @@
 """Per-episode overhead of the τ-bench environment: DB reset, canonical hash, grading.
 
-Usage: ``FLOWSTATE_DATA=/path/to/data python benchmarks/taubench_env.py [--repeats N]``.
+Usage: ``FLOWSTATE_DATA=/path/to/data python perf/taubench_env.py [--repeats N]``.
 Every figure is a median over all 164 tasks × N repetitions, measured after the one-time
 per-process load (reported separately). Grading uses the DB × COMMUNICATE basis so that no
 judge LLM call is timed; the oracle transcripts come from the gold actions.
