@@ -198,13 +198,11 @@ class LiveTracking:
     def _open(self) -> MlflowClient:
         """The parent (found again, or new at the sweep's start time) RUNNING with params, tags, the
         job and the plan; a RUNNING child for every cell with episodes to run."""
-        from mlflow import MlflowClient
-
         from pipeline.tracking import mlflow_runs as runs
 
         manifest = read_manifest(self.sweep_dir) or {}
         where = runs.target(manifest, self.sweep_dir.name)
-        client = MlflowClient(where.tracking_uri)
+        client = runs.open_client(where.tracking_uri)
         experiment = runs.experiment_id(client, where.experiment)
         parent = (runs.find_parent(client, experiment, self.sweep_id, manifest.get("mlflow_run_id"))
                   or runs.new_parent(client, experiment, self.sweep_id, self.started_ms))

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-from mlflow import MlflowClient
 from pydantic import BaseModel
 
 from pipeline.store.files import table_files
@@ -69,7 +68,7 @@ def sweep_digest(sweep_dir: Path, tracking_uri: str | None = None) -> SweepDiges
             {"files": [str(f) for f in table_files(sweep_dir)["episodes"]]}).fetchall()}
     manifest = read_manifest(sweep_dir) or {}
     where = runs.target(manifest, sweep_dir.name)
-    client = MlflowClient(tracking_uri or where.tracking_uri)
+    client = runs.open_client(tracking_uri or where.tracking_uri)
     experiment = runs.experiment_id(client, where.experiment)
     parents = client.search_runs([experiment], f"tags.`{runs.SWEEP_TAG}` = '{manifest.get('sweep_id')}' "
                                                f"AND tags.`{runs.KIND_TAG}` = 'sweep'")

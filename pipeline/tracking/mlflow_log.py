@@ -242,7 +242,7 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
     manifest = read_manifest(sweep_dir) or {"sweep_id": sweep_dir.name, "job_name": sweep_dir.name}
     where = runs.target(manifest, sweep_dir.name)
     samples = trace_samples_per_cell if trace_samples_per_cell is not None else where.trace_samples_per_cell
-    client = MlflowClient(tracking_uri or where.tracking_uri)  # None: MLFLOW_TRACKING_URI, else MLflow's default
+    client = runs.open_client(tracking_uri or where.tracking_uri)
     with connect(sweep_dir) as con:
         baseline = resolve_baseline(con, baseline or job_baseline(sweep_dir))
         cells = _cells(con)

@@ -34,9 +34,14 @@ CELL_KEYS = ("benchmark", "domain", "method", "model")
 RUNNING, FINISHED, KILLED = "RUNNING", "FINISHED", "KILLED"
 _PARAM_MAX = 500
 _BATCH = 100  # MLflow's limit on params per log_batch (metrics: 1,000)
-# MLflow prints each run it ends as a link under the tracking URI, a password in the URI included;
-# flowstate says where the runs are itself, the password redacted.
-os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+
+
+def open_client(tracking_uri: str | None) -> MlflowClient:
+    """A client of the store (None: MLFLOW_TRACKING_URI, else MLflow's default). MLflow would print each
+    run it ends as a link under the tracking URI, a password in the URI included: flowstate says where
+    the runs are itself, the password redacted."""
+    os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+    return MlflowClient(tracking_uri)
 
 
 class Target(BaseModel):

@@ -1,37 +1,25 @@
 """Data that methods read at run time (released prompts), fetched from their public sources.
 
-Each module of this package registers one method's fetcher in :data:`FETCHERS`; ``flowstate data
-fetch methods`` runs them all. The files go to ``<data dir>/methods/<name>/``, never into the
+Each module of this package pins one method's release (:data:`RELEASES` lists them);
+``flowstate data fetch methods`` fetches them all. The files go to ``<data dir>/methods/<name>/``, never into the
 repository.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
-from collections.abc import Callable
-from pathlib import Path
 
-from pipeline.core.cli_hooks import CliError, CliHooks
-from pipeline.core.data import BenchmarkDataError
+from pipeline.benchmarks.method_data.literals import ReleasedPrompts
+from pipeline.benchmarks.method_data.reasoningbank import REASONINGBANK
+from pipeline.benchmarks.method_data.zipact import ZIPACT
+from pipeline.core.cli_hooks import CliHooks
 
-# name -> fetch(data_dir, base_url or None) -> a one-line report
-FETCHERS: dict[str, Callable[[Path, str | None], str]] = {}
-
-
-def _load() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
+RELEASES: tuple[ReleasedPrompts, ...] = (REASONINGBANK, ZIPACT)
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    _load()
-    for name, fetch in sorted(FETCHERS.items()):
-        try:
-            print(f"{name}: {fetch(args.data_dir, args.base_url)}")
-        except BenchmarkDataError as exc:
-            raise CliError(str(exc)) from None
+    for release in sorted(RELEASES, key=lambda r: r.method):
+        print(f"{release.method}: {release.fetch(args.data_dir, args.base_url)}")
     return 0
 
 

@@ -4,7 +4,6 @@ for its opening role sentence."""
 
 from __future__ import annotations
 
-from pipeline.benchmarks.method_data import FETCHERS
 from pipeline.benchmarks.method_data.literals import Literal, ReleasedPrompts
 
 _INSTRUCTION = "ReasoningBank/SWE-Bench/src/minisweagent/memory/instruction.py"
@@ -20,4 +19,3 @@ REASONINGBANK = ReleasedPrompts(
     method="reasoningbank", repo="google-research/google-research",
     commit="5b09c22d73a9d35eb6c5d2a99b95677a45053466", literals=LITERALS,
 )
-FETCHERS["reasoningbank"] = REASONINGBANK.fetch

@@ -3,7 +3,6 @@ files and the two user templates, f-string bodies inside ``ZipActAgent`` methods
 
 from __future__ import annotations
 
-from pipeline.benchmarks.method_data import FETCHERS
 from pipeline.benchmarks.method_data.literals import Literal, ReleasedPrompts
 
 _PROMPTS = "src/prompts/zipact_prompts.py"
@@ -39,4 +38,3 @@ ZIPACT = ReleasedPrompts(
     method="zipact", repo="Thomas-mci-21/ZipAct", commit="8d57023d48e3b5f8ddf7a77892a22a3ad02e8e9d", literals=LITERALS,
     licence_sha256="e0e9ce74e04b40902c83ef688b0946d0bb99eafcf2bc4487cdfd3e882fa61a78",
 )
-FETCHERS["zipact"] = ZIPACT.fetch
