@@ -22,7 +22,7 @@ from flowstate.chat import (
     estimate_tokens,
     with_sampling,
 )
-from flowstate.environment import Environment, RequestEnd, ToolCall, ToolResult
+from flowstate.environment import Environment
 from flowstate.loop import EpisodeResult, LoopLimits, StepRunner, run_episode
 from flowstate.methods import (
     METHODS,
@@ -54,7 +54,15 @@ from flowstate.operations import (
 )
 from flowstate.prompts import TaskPrompt
 from flowstate.protocol import ParsedOutput, ProtocolMode, parse_output, protocol_schema
-from flowstate.records import MethodRecord, ModelExchange, RequestOutcome, RequestStart, StepClock, StepRecord
+from flowstate.records import (
+    MethodRecord,
+    ModelExchange,
+    RequestEnd,
+    RequestOutcome,
+    RequestStart,
+    StepClock,
+    StepRecord,
+)
 from flowstate.registry import Registry, UnknownPluginError
 from flowstate.repository import IndexEntry, Repository, RepositoryExport, RequestRecord
 from flowstate.rules import Reason, Rejection
@@ -72,6 +80,7 @@ from flowstate.state import (
     UpdateOp,
     observation_id,
 )
+from flowstate.tools import ToolCall, ToolResult
 from flowstate.trace import Trace, replay_trace
 
 __all__ = [

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Policy, TokenCounter, estimate_tokens
-from flowstate.environment import Environment, RequestEnd, ToolResult
+from flowstate.environment import Environment
 from flowstate.methods import Capability, MethodSession, render_trajectory
 from flowstate.protocol import ParsedOutput, parse_output
-from flowstate.records import MethodRecord, ModelExchange, RequestOutcome, RequestStart, StepRecord
+from flowstate.records import MethodRecord, ModelExchange, RequestEnd, RequestOutcome, RequestStart, StepRecord
 from flowstate.repository import RepositoryExport
 from flowstate.runtime import Observation
+from flowstate.tools import ToolResult
 
 # Termination reasons the loop itself produces (environments add their own, e.g. user_stop).
 MAX_STEPS = "max_steps"
