@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,7 +55,7 @@ class EpisodeResult(BaseModel):
 class StepRunner:
     """Step bookkeeping for one method session; knows nothing of models or environments."""
 
-    def __init__(self, session: MethodSession, count_tokens: TokenCounter = estimate_tokens) -> None:
+    def __init__(self, session: MethodSession[Any], count_tokens: TokenCounter = estimate_tokens) -> None:
         self.session = session
         self.count_tokens = count_tokens
         self.clock = session.clock
@@ -171,7 +172,7 @@ class _RequestEnd:
 
 
 async def run_episode(
-    session: MethodSession,
+    session: MethodSession[Any],
     policy: Policy,
     env: Environment,
     *,

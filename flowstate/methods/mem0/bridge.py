@@ -24,12 +24,12 @@ from typing import Any, TypeVar
 os.environ["MEM0_TELEMETRY"] = "False"
 os.environ.setdefault("MEM0_DIR", str(Path(tempfile.gettempdir()) / "flowstate-mem0-home"))
 
-from mem0 import Memory  # noqa: E402
-from mem0.configs.base import MemoryConfig  # noqa: E402
-from mem0.configs.embeddings.base import BaseEmbedderConfig  # noqa: E402
-from mem0.embeddings.base import EmbeddingBase  # noqa: E402
-from mem0.llms.base import LLMBase  # noqa: E402
-from mem0.memory import telemetry  # noqa: E402
+from mem0 import Memory  # type: ignore[import-untyped]  # noqa: E402 - mem0ai ships no type information
+from mem0.configs.base import MemoryConfig  # type: ignore[import-untyped]  # noqa: E402 - mem0ai ships no type information
+from mem0.configs.embeddings.base import BaseEmbedderConfig  # type: ignore[import-untyped]  # noqa: E402 - mem0ai ships no type information
+from mem0.embeddings.base import EmbeddingBase  # type: ignore[import-untyped]  # noqa: E402 - mem0ai ships no type information
+from mem0.llms.base import LLMBase  # type: ignore[import-untyped]  # noqa: E402 - mem0ai ships no type information
+from mem0.memory import telemetry  # type: ignore[import-untyped]  # noqa: E402 - mem0ai ships no type information
 
 from flowstate.chat import ChatMessage, Embedder, Policy  # noqa: E402
 
@@ -60,7 +60,7 @@ class Bridge:
             raise
 
 
-class BridgedLLM(LLMBase):
+class BridgedLLM(LLMBase):  # type: ignore[misc]  # untyped (Any) to mypy: mem0ai ships no type information
     """Mem0's LLM: the job's memory role."""
 
     def __init__(self, policy: Policy, bridge: Bridge) -> None:
@@ -69,12 +69,12 @@ class BridgedLLM(LLMBase):
 
     def generate_response(self, messages: list[dict[str, str]], response_format: Any = None, tools: Any = None,
                           tool_choice: str = "auto", **kwargs: Any) -> str:
-        chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]  # type: ignore[arg-type]
+        chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]
         schema = ANY_JSON_OBJECT if isinstance(response_format, dict) and response_format.get("type") == "json_object" else None
         return self.bridge.run(self.policy.complete(chat, json_schema=schema)).text
 
 
-class BridgedEmbedder(EmbeddingBase):
+class BridgedEmbedder(EmbeddingBase):  # type: ignore[misc]  # untyped (Any) to mypy: mem0ai ships no type information
     """Mem0's embedder: the job's embeddings deployment."""
 
     def __init__(self, embedder: Embedder, dims: int, bridge: Bridge) -> None:
