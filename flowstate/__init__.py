@@ -23,6 +23,7 @@ from flowstate.chat import (
     with_sampling,
 )
 from flowstate.environment import Environment
+from flowstate.errors import FlowStateError
 from flowstate.loop import EpisodeResult, LoopLimits, StepRunner, run_episode
 from flowstate.methods import (
     METHODS,
@@ -87,14 +88,14 @@ __all__ = [
     # the paper's operations (§2.2-2.3, Algorithm 1): ISU = validate_upd + commit, PSA = validate_acc + disclose
     "validate_upd", "commit", "validate_acc", "disclose", "persist", "index",
     "AccessValidation", "ActiveState", "AddOp", "Capability", "ChatMessage", "Completion", "ContextOverflowError",
-    "DeltaOp", "Embedder", "Embeddings", "Environment", "EpisodeResult", "FlowStateOptions", "FlowStateRuntime",
-    "FlowStateSession", "FocusRequest", "FullContextOptions", "FullContextSession", "IndexEntry", "LoopLimits",
-    "METHODS", "MethodCallers", "MethodOptions", "MethodPlugin", "MethodRecord", "MethodSession", "ModelExchange",
-    "Observation", "Origin", "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref", "Registry", "Rejection",
-    "RelationType", "RemoveOp", "Repository", "RepositoryExport", "RequestEnd", "RequestOutcome", "RequestRecord",
-    "RequestStart", "SamplingOverride", "StateNode", "StateType", "StepClock", "StepEffects", "StepRecord",
-    "StepRunner", "TaskPrompt", "TokenUsage", "ToolCall", "ToolResult", "Trace", "UnknownPluginError", "UpdateOp",
-    "UpdateValidation",
+    "DeltaOp", "Embedder", "Embeddings", "Environment", "EpisodeResult", "FlowStateError", "FlowStateOptions",
+    "FlowStateRuntime", "FlowStateSession", "FocusRequest", "FullContextOptions", "FullContextSession", "IndexEntry",
+    "LoopLimits", "METHODS", "MethodCallers", "MethodOptions", "MethodPlugin", "MethodRecord", "MethodSession",
+    "ModelExchange", "Observation", "Origin", "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref", "Registry",
+    "Rejection", "RelationType", "RemoveOp", "Repository", "RepositoryExport", "RequestEnd", "RequestOutcome",
+    "RequestRecord", "RequestStart", "SamplingOverride", "StateNode", "StateType", "StepClock", "StepEffects",
+    "StepRecord", "StepRunner", "TaskPrompt", "TokenUsage", "ToolCall", "ToolResult", "Trace", "UnknownPluginError",
+    "UpdateOp", "UpdateValidation",
     "estimate_tokens", "method_options", "method_plugin", "new_session", "observation_id", "parse_output",
     "protocol_schema", "register_method", "render_trajectory", "replay_trace", "run_episode", "with_sampling",
 ]

@@ -16,10 +16,12 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, GetCoreSchemaHandler
 from pydantic_core import core_schema
 
+from flowstate.errors import FlowStateError
+
 T = TypeVar("T")
 
 
-class UnknownPluginError(KeyError):
+class UnknownPluginError(FlowStateError, KeyError):
     """A name that no plug-in registered (the message lists the known ones)."""
 
     def __str__(self) -> str:  # KeyError would print the message quoted

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowstate.chat import Completion
+from flowstate.errors import FlowStateError
 from flowstate.loop import StepRunner
 from flowstate.methods import FlowStateOptions, FlowStateSession
 from flowstate.prompts import TaskPrompt
@@ -44,7 +45,7 @@ class Trace(BaseModel):
     protocol: ProtocolMode = ProtocolMode.TAGGED
 
 
-class TraceError(ValueError):
+class TraceError(FlowStateError, ValueError):
     """A trace that contradicts itself (e.g. tool calls without an observation)."""
 
 
