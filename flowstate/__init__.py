@@ -22,7 +22,7 @@ from flowstate.chat import (
     estimate_tokens,
     with_sampling,
 )
-from flowstate.environment import Environment, RequestEnd, ToolCall, ToolResult
+from flowstate.environment import Environment
 from flowstate.errors import FlowStateError
 from flowstate.loop import EpisodeResult, LoopLimits, StepRunner, run_episode
 from flowstate.methods import (
@@ -55,7 +55,15 @@ from flowstate.operations import (
 )
 from flowstate.prompts import TaskPrompt
 from flowstate.protocol import ParsedOutput, ProtocolMode, parse_output, protocol_schema
-from flowstate.records import MethodRecord, ModelExchange, RequestOutcome, RequestStart, StepClock, StepRecord
+from flowstate.records import (
+    MethodRecord,
+    ModelExchange,
+    RequestEnd,
+    RequestOutcome,
+    RequestStart,
+    StepClock,
+    StepRecord,
+)
 from flowstate.registry import Registry, UnknownPluginError
 from flowstate.repository import IndexEntry, Repository, RepositoryExport, RequestRecord
 from flowstate.rules import Reason, Rejection
@@ -73,21 +81,21 @@ from flowstate.state import (
     UpdateOp,
     observation_id,
 )
+from flowstate.tools import ToolCall, ToolResult
 from flowstate.trace import Trace, replay_trace
 
 __all__ = [
-    "FlowStateError",
     # the paper's operations (§2.2-2.3, Algorithm 1): ISU = validate_upd + commit, PSA = validate_acc + disclose
     "validate_upd", "commit", "validate_acc", "disclose", "persist", "index",
     "AccessValidation", "ActiveState", "AddOp", "Capability", "ChatMessage", "Completion", "ContextOverflowError",
-    "DeltaOp", "Embedder", "Embeddings", "Environment", "EpisodeResult", "FlowStateOptions", "FlowStateRuntime",
-    "FlowStateSession", "FocusRequest", "FullContextOptions", "FullContextSession", "IndexEntry", "LoopLimits",
-    "METHODS", "MethodCallers", "MethodOptions", "MethodPlugin", "MethodRecord", "MethodSession", "ModelExchange",
-    "Observation", "Origin", "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref", "Registry", "Rejection",
-    "RelationType", "RemoveOp", "Repository", "RepositoryExport", "RequestEnd", "RequestOutcome", "RequestRecord",
-    "RequestStart", "SamplingOverride", "StateNode", "StateType", "StepClock", "StepEffects", "StepRecord",
-    "StepRunner", "TaskPrompt", "TokenUsage", "ToolCall", "ToolResult", "Trace", "UnknownPluginError", "UpdateOp",
-    "UpdateValidation",
+    "DeltaOp", "Embedder", "Embeddings", "Environment", "EpisodeResult", "FlowStateError", "FlowStateOptions",
+    "FlowStateRuntime", "FlowStateSession", "FocusRequest", "FullContextOptions", "FullContextSession", "IndexEntry",
+    "LoopLimits", "METHODS", "MethodCallers", "MethodOptions", "MethodPlugin", "MethodRecord", "MethodSession",
+    "ModelExchange", "Observation", "Origin", "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref", "Registry",
+    "Rejection", "RelationType", "RemoveOp", "Repository", "RepositoryExport", "RequestEnd", "RequestOutcome",
+    "RequestRecord", "RequestStart", "SamplingOverride", "StateNode", "StateType", "StepClock", "StepEffects",
+    "StepRecord", "StepRunner", "TaskPrompt", "TokenUsage", "ToolCall", "ToolResult", "Trace", "UnknownPluginError",
+    "UpdateOp", "UpdateValidation",
     "estimate_tokens", "method_options", "method_plugin", "new_session", "observation_id", "parse_output",
     "protocol_schema", "register_method", "render_trajectory", "replay_trace", "run_episode", "with_sampling",
 ]

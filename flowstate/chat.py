@@ -59,7 +59,8 @@ class Completion(BaseModel):
 
 
 class ContextOverflowError(Exception):
-    """The prompt does not fit the model's context window: ends the episode, not the sweep."""
+    """The prompt does not fit the model's context window: ends the episode, not the sweep. Not a
+    :class:`~flowstate.errors.FlowStateError`: the loop turns it into the episode's termination."""
 
 
 @runtime_checkable

@@ -7,6 +7,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from flowstate.errors import FlowStateError
+
 DATA_ENV_VAR = "FLOWSTATE_DATA"
 
 
@@ -15,7 +17,7 @@ def default_data_dir() -> Path:
     return Path(os.environ.get(DATA_ENV_VAR) or Path.home() / ".cache" / "flowstate" / "data")
 
 
-class MethodDataError(RuntimeError):
+class MethodDataError(FlowStateError, RuntimeError):
     """A released prompt a method reads is missing, or is not the pinned one."""
 
 

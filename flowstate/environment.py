@@ -4,45 +4,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from enum import Enum
-from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from flowstate.records import RequestEnd, RequestOutcome
+from flowstate.tools import ToolCall, ToolResult
 
-if TYPE_CHECKING:
-    from flowstate.records import RequestOutcome
-
-
-class ToolCall(BaseModel):
-    """One tool call as the model proposed it.
-
-    ``arguments`` is the JSON object the model produced, not validated against the tool's schema
-    (benchmarks such as τ-bench pass it on as it is). The parser guarantees an object: a call whose
-    arguments are anything else is a protocol error of that call and never reaches a tool.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    arguments: Any = Field(default_factory=dict)
-    # Assigned by the runtime (``call_{k}_{t}_{i}``); models never provide it.
-    id: str | None = None
-
-
-class ToolResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    content: str
-    error: bool = False
-
-
-class RequestEnd(str, Enum):
-    """How a request ended."""
-
-    RESPONSE = "response"  # the agent gave its final response
-    ENVIRONMENT = "environment"  # the environment ended it after a tool call (a purchase, an action limit)
-    STEP_LIMIT = "step_limit"  # the loop's per-request limit on model calls was reached
-    EPISODE_END = "episode_end"  # the episode ended inside the request (a termination, a context overflow)
+__all__ = ["Environment", "RequestEnd", "ToolCall", "ToolResult"]
 
 
 class Environment(ABC):

@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Policy, TokenCounter, estimate_tokens
-from flowstate.environment import Environment, RequestEnd, ToolResult
+from flowstate.environment import Environment
 from flowstate.methods import Capability, MethodSession, render_trajectory
 from flowstate.protocol import ParsedOutput, parse_output
-from flowstate.records import MethodRecord, ModelExchange, RequestOutcome, RequestStart, StepRecord
+from flowstate.records import MethodRecord, ModelExchange, RequestEnd, RequestOutcome, RequestStart, StepRecord
 from flowstate.repository import RepositoryExport
 from flowstate.runtime import Observation
+from flowstate.tools import ToolResult
 
 # Termination reasons the loop itself produces (environments add their own, e.g. user_stop).
 MAX_STEPS = "max_steps"
@@ -53,7 +55,7 @@ class EpisodeResult(BaseModel):
 class StepRunner:
     """Step bookkeeping for one method session; knows nothing of models or environments."""
 
-    def __init__(self, session: MethodSession, count_tokens: TokenCounter = estimate_tokens) -> None:
+    def __init__(self, session: MethodSession[Any], count_tokens: TokenCounter = estimate_tokens) -> None:
         self.session = session
         self.count_tokens = count_tokens
         self.clock = session.clock
@@ -170,7 +172,7 @@ class _RequestEnd:
 
 
 async def run_episode(
-    session: MethodSession,
+    session: MethodSession[Any],
     policy: Policy,
     env: Environment,
     *,

@@ -216,9 +216,8 @@ def _obs_order(obs_id: str) -> tuple[int, int]:
 
 
 def _op_name(raw: Any) -> str:
-    if isinstance(raw, dict) and isinstance(raw.get("operation"), str):
-        return raw["operation"]
-    return "unknown"
+    operation = raw.get("operation") if isinstance(raw, dict) else None
+    return operation if isinstance(operation, str) else "unknown"
 
 
 def _malformed(operation: str, raw: Any, id_field: str, exc: ValidationError) -> Rejection:

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from flowstate.environment import ToolCall
 from flowstate.state import STATE_TYPE_SPELLINGS, RelationType
+from flowstate.tools import ToolCall
 
 
 class ProtocolMode(str, Enum):

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from flowstate.chat import ChatMessage
-from flowstate.environment import RequestEnd, ToolCall
 from flowstate.repository import Repository
 from flowstate.runtime import FlowStateRuntime, StepEffects
+from flowstate.tools import ToolCall
+
+
+class RequestEnd(str, Enum):
+    """How a request ended."""
+
+    RESPONSE = "response"  # the agent gave its final response
+    ENVIRONMENT = "environment"  # the environment ended it after a tool call (a purchase, an action limit)
+    STEP_LIMIT = "step_limit"  # the loop's per-request limit on model calls was reached
+    EPISODE_END = "episode_end"  # the episode ended inside the request (a termination, a context overflow)
 
 
 class StepRecord(StepEffects):

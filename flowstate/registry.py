@@ -1,8 +1,11 @@
-"""Name -> plug-in registries whose pydantic models form one discriminated union.
+"""Name -> plug-in registries: one type for every kind of plug-in.
 
-A job file says ``{name: bm25, top_k: 3}`` or ``{benchmark: taubench, domain: airline}``: the key
-picks a registered model, which then validates the rest strictly. Registering a new plug-in widens
-the union; :attr:`Registry.version` tells models that embed the union when to rebuild their schema.
+A kind configured in job files has a discriminator key and a pydantic model per plug-in, and the
+models form one discriminated union: a job file says ``{name: bm25, top_k: 3}`` or ``{benchmark:
+taubench, domain: airline}``, the key picks a registered model, which then validates the rest
+strictly. Registering a new plug-in widens the union; :attr:`Registry.version` tells models that
+embed the union when to rebuild their schema. A kind that job files only name (a scripted policy, a
+data fetcher) has no discriminator, and its plug-ins no model.
 
 Plug-ins are found one way, built-in or not: a package declares its plug-in modules under the entry
 point group ``flowstate.plugins``, and the first look into any registry imports them all (each
@@ -63,9 +66,10 @@ class UnknownPluginError(FlowStateError, KeyError):
 
 
 class Registry(Generic[T]):
-    """Plug-ins of one kind by name, each with the pydantic model that configures it."""
+    """Plug-ins of one kind by name; with a ``discriminator``, each with the pydantic model that
+    configures it."""
 
-    def __init__(self, what: str, discriminator: str) -> None:
+    def __init__(self, what: str, discriminator: str | None = None) -> None:
         self.what = what
         self.discriminator = discriminator
         self._entries: dict[str, T] = {}
@@ -73,15 +77,23 @@ class Registry(Generic[T]):
         self.version = 0
 
     def register(self, name: str, entry: T, model: type[BaseModel] | None = None) -> None:
-        """Add (or replace) the plug-in ``name``; its ``model`` (for plug-ins a job file configures)
-        must have a ``Literal[name]`` discriminator."""
+        """Add (or replace) the plug-in ``name``; ``model``, given exactly when the registry has a
+        discriminator, must declare it as ``Literal[name]``."""
         if model is not None:
-            field = model.model_fields.get(self.discriminator)
-            if field is None or getattr(field.annotation, "__args__", None) != (name,):
-                raise TypeError(f"{model.__name__} must declare {self.discriminator}: Literal[{name!r}]")
+            self._check_model(name, model)
             self._models[name] = model
+        elif self.discriminator is not None:
+            raise TypeError(f"{self.what} {name!r} needs the pydantic model that configures it "
+                            f"({self.discriminator}: Literal[{name!r}])")
         self._entries[name] = entry
         self.version += 1
+
+    def _check_model(self, name: str, model: type[BaseModel]) -> None:
+        if self.discriminator is None:
+            raise TypeError(f"a {self.what} is not configured in job files: register {name!r} without a model")
+        field = model.model_fields.get(self.discriminator)
+        if field is None or getattr(field.annotation, "__args__", None) != (name,):
+            raise TypeError(f"{model.__name__} must declare {self.discriminator}: Literal[{name!r}]")
 
     def get(self, name: str) -> T:
         if name not in self._entries:
@@ -102,22 +114,25 @@ class Registry(Generic[T]):
 
     def union(self) -> RegisteredUnion:
         """An annotation marker: ``Annotated[Base, registry.union()]`` validates as the tagged union."""
-        return RegisteredUnion(self)
+        if self.discriminator is None:
+            raise TypeError(f"a {self.what} is not configured in job files: its registry has no union")
+        return RegisteredUnion(self, self.discriminator)
 
 
 class RegisteredUnion:
     """Pydantic schema hook: the union of a registry's models, discriminated on its key, built
     whenever the enclosing model's schema is (re)built."""
 
-    def __init__(self, registry: Registry[Any]) -> None:
+    def __init__(self, registry: Registry[Any], discriminator: str) -> None:
         self.registry = registry
+        self.discriminator = discriminator
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         models = self.registry.models()
         if not models:
             raise TypeError(f"no {self.registry.what} is registered yet")
         choices: dict[Any, core_schema.CoreSchema] = {name: handler.generate_schema(m) for name, m in models.items()}
-        return core_schema.tagged_union_schema(choices, discriminator=self.registry.discriminator)
+        return core_schema.tagged_union_schema(choices, discriminator=self.discriminator)
 
 
 def rebuild_when_changed(model: type[BaseModel], *registries: Registry[Any]) -> Callable[[], None]:

@@ -13,13 +13,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowstate.chat import Completion
-from flowstate.environment import RequestEnd, ToolResult
+from flowstate.errors import FlowStateError
 from flowstate.loop import StepRunner
 from flowstate.methods import FlowStateOptions, FlowStateSession
 from flowstate.prompts import TaskPrompt
 from flowstate.protocol import ProtocolMode
-from flowstate.records import StepRecord
+from flowstate.records import RequestEnd, StepRecord
 from flowstate.runtime import Observation
+from flowstate.tools import ToolResult
 
 
 class TraceStep(BaseModel):
@@ -44,7 +45,7 @@ class Trace(BaseModel):
     protocol: ProtocolMode = ProtocolMode.TAGGED
 
 
-class TraceError(ValueError):
+class TraceError(FlowStateError, ValueError):
     """A trace that contradicts itself (e.g. tool calls without an observation)."""
 
 

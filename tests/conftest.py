@@ -13,15 +13,6 @@ DATA_DIR = Path(os.environ.get("FLOWSTATE_DATA") or REPO_ROOT.parent / "shared" 
 
 
 @pytest.fixture(scope="session", autouse=True)
-def flowstate_data() -> Path:
-    """Point FLOWSTATE_DATA at the benchmark data; fail (not skip) when it is missing."""
-    if not (DATA_DIR / "taubench" / "airline" / "db.json").exists():
-        pytest.fail(f"τ-bench data not found under {DATA_DIR}: set FLOWSTATE_DATA to the folder holding taubench/")
-    os.environ["FLOWSTATE_DATA"] = str(DATA_DIR)
-    return DATA_DIR
-
-
-@pytest.fixture(scope="session", autouse=True)
 def mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One MLflow store for the session (its schema is created once), never ./mlflow.db of the checkout."""
     uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"

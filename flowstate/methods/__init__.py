@@ -1,7 +1,8 @@
 """The methods: FlowState and its baselines behind one session interface, registered by name.
 
 A new method is one module: an options model (``name: Literal["my_method"]`` plus its options), a
-:class:`MethodSession` subclass declaring what it uses, and a call to :func:`register_method`.
+session class over that model (``MethodSession[MyOptions]``) declaring what it uses, and a call to
+:func:`register_method`, which type-checks the pair.
 """
 
 from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats

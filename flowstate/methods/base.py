@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -62,6 +62,10 @@ class MethodOptions(BaseModel):
         return self.model_dump(mode="json", exclude={"label"})
 
 
+# A session's options: its method's own model (what the session reads beyond the shared options).
+OptionsT = TypeVar("OptionsT", bound=MethodOptions)
+
+
 @dataclass(frozen=True)
 class MethodCallers:
     """The models a session may call, as it declared them (see :class:`Capability`), and the
@@ -84,16 +88,17 @@ class StateStats(BaseModel):
     index_states: int = 0
 
 
-class MethodSession(ABC):
+class MethodSession(ABC, Generic[OptionsT]):
     """One episode of one method. The loop drives it: begin a request, build the context for each
-    step, apply each output, add each observation, end the request with its outcome."""
+    step, apply each output, add each observation, end the request with its outcome. Generic in its
+    method's options model, which :func:`~flowstate.methods.register_method` pairs it with."""
 
     uses: ClassVar[frozenset[Capability]] = frozenset()
     # Kinds of :class:`MethodRecord` the method writes (to the generic method-records table).
     record_kinds: ClassVar[tuple[str, ...]] = ()
     input_template: ClassVar[str]
 
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+    def __init__(self, task: TaskPrompt, options: OptionsT, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         self.options = options
         self.used = self.capabilities(options)
@@ -116,7 +121,7 @@ class MethodSession(ABC):
         return self._system
 
     @classmethod
-    def capabilities(cls, options: MethodOptions) -> frozenset[Capability]:
+    def capabilities(cls, options: OptionsT) -> frozenset[Capability]:
         """What the method uses with these options (by default, what its class declares)."""
         return cls.uses
 

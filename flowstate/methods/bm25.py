@@ -11,17 +11,19 @@ entries are stored when the request ends (the benchmark's initial memory before 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import Field
 from rank_bm25 import BM25Okapi
 
-from flowstate.methods.base import MethodCallers, MethodOptions, MethodSession
+from flowstate.methods.base import MethodCallers, MethodOptions
 from flowstate.methods.memory_system import NOTHING_RETRIEVED, MemorySystemSession
 from flowstate.methods.tokenizer import Encoding, encoding
 from flowstate.prompts import TaskPrompt
-from flowstate.records import RequestOutcome, RequestStart
 
 _TERMS = re.compile(r"[a-z0-9]+")
 
@@ -35,6 +37,12 @@ def pieces(text: str, tokenizer: Encoding, max_tokens: int) -> list[str]:
     enc = encoding(tokenizer)
     tokens = enc.encode_ordinary(text)
     return [enc.decode(tokens[i:i + max_tokens]) for i in range(0, len(tokens), max_tokens)] or [""]
+
+
+class Ranking(Protocol):
+    """What this module uses of a ``BM25Okapi`` index: one score per piece, in insertion order."""
+
+    def get_scores(self, query: list[str]) -> npt.NDArray[np.float64]: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ class BM25Memory:
         self.piece_tokens = piece_tokens
         self.pieces: list[str] = []
         self._terms: list[list[str]] = []
-        self._index: BM25Okapi | None = None
+        self._index: Ranking | None = None
 
     def add(self, text: str) -> list[int]:
         """Store one entry; the ids of its pieces."""
@@ -88,22 +96,23 @@ class RetrievalOptions(MethodOptions):
 
 
 class Recall:
-    """BM25 memory as a session uses it: entries stored, retrieval with a query, both recorded."""
+    """BM25 memory as a session uses it: entries stored, retrieval with a query, both recorded
+    (``write`` and ``retrieval`` records of the session's)."""
 
-    def __init__(self, session: MethodSession, options: RetrievalOptions) -> None:
-        self.session = session
+    def __init__(self, record: Callable[[str, Any], None], options: RetrievalOptions) -> None:
+        self.record = record
         self.top_k = options.top_k
         self.memory = BM25Memory(options.tokenizer, options.piece_tokens)
 
     def store(self, entries: list[str]) -> None:
         if entries:
             ids = [piece for entry in entries for piece in self.memory.add(entry)]
-            self.session.record("write", {"entries": len(entries), "pieces": ids})
+            self.record("write", {"entries": len(entries), "pieces": ids})
 
     def retrieve(self, query: str) -> str:
         hits = self.memory.retrieve(query, self.top_k)
-        self.session.record("retrieval", {"query": query, "stored_pieces": len(self.memory.pieces),
-                                          "hits": [{"piece": h.piece, "score": h.score} for h in hits]})
+        self.record("retrieval", {"query": query, "stored_pieces": len(self.memory.pieces),
+                                  "hits": [{"piece": h.piece, "score": h.score} for h in hits]})
         return render_hits(hits)
 
 
@@ -111,39 +120,15 @@ class BM25Options(RetrievalOptions):
     name: Literal["bm25"] = "bm25"
 
 
-class RecallingSession(MethodSession):
-    """Adds BM25 recall to a session that has its own input (put it first among the bases):
-    ``{retrieved_memory}`` for its template, retrieved when a request begins (after the
-    benchmark's initial memory is stored), the entries stored when it ends."""
-
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
-                 callers: MethodCallers = MethodCallers()) -> None:
-        super().__init__(task, options, tool_names, callers)
-        self.recall = Recall(self, options)  # type: ignore[arg-type]
-        self.retrieved = NOTHING_RETRIEVED
-
-    async def begin_request(self, request: RequestStart) -> None:
-        await super().begin_request(request)
-        self.recall.store(request.memory_entries)
-        self.retrieved = self.recall.retrieve(request.memory_query)
-
-    def input_slots(self) -> dict[str, str]:
-        return {**super().input_slots(), "retrieved_memory": self.retrieved}
-
-    async def end_request(self, outcome: RequestOutcome) -> None:
-        await super().end_request(outcome)
-        self.recall.store(outcome.memory_entries)
-
-
-class BM25Session(MemorySystemSession):
+class BM25Session(MemorySystemSession[BM25Options]):
     """BM25 in the B.3 "Memory System" prompt."""
 
     record_kinds = ("retrieval", "write")
 
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+    def __init__(self, task: TaskPrompt, options: BM25Options, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
-        self.recall = Recall(self, options)  # type: ignore[arg-type]
+        self.recall = Recall(self.record, options)
 
     async def store(self, entries: list[str]) -> None:
         self.recall.store(entries)

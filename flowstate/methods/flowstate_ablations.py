@@ -56,7 +56,7 @@ class FlowStateNoPsaOptions(MethodOptions):
     name: Literal["flowstate_no_psa"] = "flowstate_no_psa"
 
 
-class FlowStateNoPsaSession(FlowStateSession):
+class FlowStateNoPsaSession(FlowStateSession[FlowStateNoPsaOptions]):
     """ISU only: the history in the Active State from the start of every request."""
 
     uses = frozenset({Capability.STATE_DELTA})
@@ -88,13 +88,13 @@ class FlowStateNoIsuOptions(MethodOptions):
     name: Literal["flowstate_no_isu"] = "flowstate_no_isu"
 
 
-class FlowStateNoIsuSession(FlowStateSession):
+class FlowStateNoIsuSession(FlowStateSession[FlowStateNoIsuOptions]):
     """PSA only: the request's trajectory in the prompt, a rule-made response node per request."""
 
     uses = frozenset({Capability.STATE_FOCUS})
     index_origins = frozenset({Origin.MODEL, Origin.RULE})
 
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+    def __init__(self, task: TaskPrompt, options: FlowStateNoIsuOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers(), repository: Repository | None = None) -> None:
         super().__init__(task, options, tool_names, callers, repository)
         self.trajectory = Trajectory()

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
+from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, OptionsT, StateStats
 from flowstate.methods.layout import PAPER_INPUT, ChangeOrder, PromptLayout, input_template, layout_of
 from flowstate.methods.render import active_node_json, index_entry_json, json_lines
 from flowstate.prompts import TaskPrompt, system_prompt, template
@@ -31,7 +31,7 @@ class FlowStateOptions(MethodOptions):
         return f"{super().display}-{self.prompt_layout.value}"
 
 
-class FlowStateSession(MethodSession):
+class FlowStateSession(MethodSession[OptionsT]):
     """The paper's method: the index and the Active State in ``<agent_status>``, four output blocks."""
 
     uses = frozenset({Capability.STATE_DELTA, Capability.STATE_FOCUS})
@@ -39,7 +39,7 @@ class FlowStateSession(MethodSession):
     # The nodes G_k lists (model-made); persisted observations are reached through refs.
     index_origins = frozenset({Origin.MODEL})
 
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+    def __init__(self, task: TaskPrompt, options: OptionsT, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers(), repository: Repository | None = None) -> None:
         super().__init__(task, options, tool_names, callers)
         self.runtime = FlowStateRuntime(repository, self.index_origins)

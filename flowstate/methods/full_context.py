@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field
 
 from flowstate.chat import ChatMessage, estimate_tokens
-from flowstate.methods.base import MethodCallers, MethodOptions, StateStats
+from flowstate.methods.base import MethodCallers, MethodOptions, OptionsT, StateStats
 from flowstate.methods.trajectory import TrajectorySession
 from flowstate.prompts import TaskPrompt
 from flowstate.runtime import Observation
@@ -32,11 +32,11 @@ class FullContextOptions(MethodOptions):
     history_tokens: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
 
 
-class FullContextSession(TrajectorySession):
+class FullContextSession(TrajectorySession[OptionsT]):
     input_template = "full_context_input"
     record_kinds = ("history_dropped",)
 
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+    def __init__(self, task: TaskPrompt, options: OptionsT, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
         self._dropped_tokens = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
-from flowstate.methods.base import Capability, StateStats
+from flowstate.methods.base import Capability, OptionsT, StateStats
 from flowstate.methods.trajectory import TrajectorySession
 from flowstate.records import RequestOutcome, RequestStart
 
@@ -18,7 +18,7 @@ from flowstate.records import RequestOutcome, RequestStart
 NOTHING_RETRIEVED = "None"
 
 
-class MemorySystemSession(TrajectorySession):
+class MemorySystemSession(TrajectorySession[OptionsT]):
     uses = frozenset({Capability.MEMORY})
     input_template = "memory_input"
     whole_episode = False

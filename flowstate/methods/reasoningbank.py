@@ -118,15 +118,15 @@ class ReasoningBank:
         return [(i, float(scores[i])) for i in best]
 
 
-class ReasoningBankSession(MemorySystemSession):
+class ReasoningBankSession(MemorySystemSession[ReasoningBankOptions]):
     uses = frozenset({Capability.MEMORY, Capability.MEMORY_MODEL, Capability.EMBEDDINGS})
     record_kinds = ("retrieval", "write")
 
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+    def __init__(self, task: TaskPrompt, options: ReasoningBankOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
         assert callers.memory is not None and callers.embeddings is not None  # checked by new_session
-        self.bank = ReasoningBank(callers.memory, callers.embeddings, options)  # type: ignore[arg-type]
+        self.bank = ReasoningBank(callers.memory, callers.embeddings, options)
 
     async def store(self, entries: list[str]) -> None:
         for entry in entries:

@@ -8,27 +8,32 @@ unknown key is an error naming it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Generic
 
-from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession
+from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, OptionsT
 from flowstate.prompts import TaskPrompt
 from flowstate.registry import Registry
 
 
 @dataclass(frozen=True)
-class MethodPlugin:
-    name: str
-    options: type[MethodOptions]
-    session: type[MethodSession]
+class MethodPlugin(Generic[OptionsT]):
+    """A method: its options model and the session class that reads options of that model."""
 
-    def uses(self, options: MethodOptions) -> frozenset[Capability]:
+    name: str
+    options: type[OptionsT]
+    session: type[MethodSession[OptionsT]]
+
+    def uses(self, options: OptionsT) -> frozenset[Capability]:
         """What the method uses with these options (a method's capabilities may follow its options)."""
         return self.session.capabilities(options)
 
 
-METHODS: Registry[MethodPlugin] = Registry("method", "name")
+# Each plug-in's options type is its own (register_method checks that its session reads that type):
+# looked up by name, it is known only at run time, hence Any.
+METHODS: Registry[MethodPlugin[Any]] = Registry("method", "name")
 
 
-def register_method(options: type[MethodOptions], session: type[MethodSession]) -> MethodPlugin:
+def register_method(options: type[OptionsT], session: type[MethodSession[OptionsT]]) -> MethodPlugin[OptionsT]:
     """Register a method under the ``name`` its options model declares (``Literal["..."]``)."""
     name = options.model_fields["name"].default
     plugin = MethodPlugin(name=name, options=options, session=session)
@@ -36,20 +41,21 @@ def register_method(options: type[MethodOptions], session: type[MethodSession]) 
     return plugin
 
 
-def method_plugin(name: str) -> MethodPlugin:
+def method_plugin(name: str) -> MethodPlugin[Any]:
     return METHODS.get(name)
 
 
-def method_options(name_or_options: str | MethodOptions | dict) -> MethodOptions:
+def method_options(name_or_options: str | MethodOptions | dict[str, Any]) -> MethodOptions:
     """Options from a name (all defaults), a dict (validated by the method's model), or as given."""
     if isinstance(name_or_options, MethodOptions):
         return name_or_options
     data = {"name": name_or_options} if isinstance(name_or_options, str) else dict(name_or_options)
-    return method_plugin(data["name"]).options.model_validate(data)
+    options: MethodOptions = method_plugin(data["name"]).options.model_validate(data)
+    return options
 
 
-def new_session(method: str | MethodOptions | dict, task: TaskPrompt, tool_names: list[str] | None = None,
-                callers: MethodCallers = MethodCallers()) -> MethodSession:
+def new_session(method: str | MethodOptions | dict[str, Any], task: TaskPrompt, tool_names: list[str] | None = None,
+                callers: MethodCallers = MethodCallers()) -> MethodSession[Any]:
     """A fresh episode of a method for a task (policy + tool list), given the callers it declared."""
     options = method_options(method)
     plugin = method_plugin(options.name)

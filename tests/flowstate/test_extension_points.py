@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -14,14 +14,18 @@ from pydantic import BaseModel
 from flowstate import (
     METHODS,
     Capability,
+    Environment,
+    EpisodeResult,
     FlowStateRuntime,
     FullContextSession,
     LoopLimits,
     MethodOptions,
+    MethodSession,
     Origin,
     Registry,
     RequestEnd,
     RequestOutcome,
+    RequestStart,
     StateNode,
     StateType,
     TaskPrompt,
@@ -105,13 +109,13 @@ class MemoryProbeOptions(MethodOptions):
     name: Literal["memory_probe"] = "memory_probe"
 
 
-class MemoryProbe(FullContextSession):
+class MemoryProbe(FullContextSession[MemoryProbeOptions]):
     """TEST FIXTURE: Full Context that also records the memory queries and entries it is given."""
 
     uses = frozenset({Capability.MEMORY})
     record_kinds = ("query", "entries")
 
-    async def begin_request(self, request):  # type: ignore[no-untyped-def]
+    async def begin_request(self, request: RequestStart) -> None:
         await super().begin_request(request)
         self.record("query", request.memory_query)
 
@@ -123,7 +127,8 @@ class MemoryProbe(FullContextSession):
 register_method(MemoryProbeOptions, MemoryProbe)
 
 
-def _run(env, script, method="memory_probe", limit=3):  # type: ignore[no-untyped-def]
+def _run(env: Environment, script: list[str], method: str = "memory_probe",
+         limit: int = 3) -> tuple[EpisodeResult, MethodSession[Any]]:
     session = new_session(method, TASK)
     return asyncio.run(run_episode(session, ScriptedPolicyFixture(script), env,
                                    limits=LoopLimits(max_steps_per_request=limit))), session

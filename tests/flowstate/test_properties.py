@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -114,15 +115,28 @@ def test_the_parser_never_raises(pieces, mode):
         assert not out.usable and out.errors == ["empty output"]
 
 
-BUILTIN_METHODS = ["flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25", "zipact", "zipact_bm25",
-                   "reasoningbank", "mem0"]
+# The built-in methods, those that read their released prompts from the data folder apart.
+SELF_CONTAINED_METHODS = ["flowstate", "full_context", "flowstate_no_psa", "flowstate_no_isu", "bm25", "mem0"]
+RELEASED_PROMPT_METHODS = ["zipact", "zipact_bm25", "reasoningbank"]
+PROTOCOLS = st.sampled_from(["tagged", "json"])
+CANARIES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=12, max_size=16)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(method=st.sampled_from(BUILTIN_METHODS), protocol=st.sampled_from(["tagged", "json"]),
-       canary=st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=12, max_size=16))
+@given(method=st.sampled_from(SELF_CONTAINED_METHODS), protocol=PROTOCOLS, canary=CANARIES)
 def test_no_memory_crosses_from_one_episode_to_the_next(method, protocol, canary):
     """A canary in one episode's requests, observations, states and memory never reaches another episode."""
+    _no_memory_crosses(method, protocol, canary)
+
+
+@pytest.mark.usefixtures("released_prompts")  # it only sets $FLOWSTATE_DATA, the same for every example
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(method=st.sampled_from(RELEASED_PROMPT_METHODS), protocol=PROTOCOLS, canary=CANARIES)
+def test_no_memory_crosses_from_one_episode_to_the_next_with_released_prompts(method, protocol, canary):
+    _no_memory_crosses(method, protocol, canary)
+
+
+def _no_memory_crosses(method: str, protocol: str, canary: str) -> None:
     task = TaskPrompt(task_policy="P", available_tools="T")
 
     def episode(marker: str) -> ScriptedPolicyFixture:

@@ -17,7 +17,6 @@ from flowstate.methods.reasoningbank import (
     BankRecord,
     titles,
 )
-from tests.conftest import DATA_DIR
 from tests.flowstate.fixtures import BagOfWordsEmbedderFixture, Driver, ScriptedPolicyFixture
 
 ITEMS = ("# Memory Item 1\n## Title Check the fare class first\n## Description d\n## Content c\n\n"
@@ -41,12 +40,7 @@ def _end(driver: Driver, entries: list[str]) -> None:
                                                           final_response="done", steps=[], memory_entries=entries)))
 
 
-@pytest.fixture(autouse=True)
-def _data(monkeypatch):
-    monkeypatch.setenv("FLOWSTATE_DATA", str(DATA_DIR))
-
-
-def test_an_entry_is_judged_then_extracted_with_the_prompt_for_its_outcome_then_embedded():
+def test_an_entry_is_judged_then_extracted_with_the_prompt_for_its_outcome_then_embedded(released_prompts):
     memory, embedder = _memory(["Success."]), BagOfWordsEmbedderFixture()
     driver = _driver(memory, embedder)
     driver.begin("book a flight")
@@ -54,7 +48,7 @@ def test_an_entry_is_judged_then_extracted_with_the_prompt_for_its_outcome_then_
     _end(driver, [entry])
     judge, extraction = memory.calls
     assert judge[0].content == JUDGE_SYSTEM and judge[1].content.startswith(entry)
-    released = (DATA_DIR / "methods/reasoningbank/swebench_successful_si.txt").read_text(encoding="utf-8")
+    released = (released_prompts / "methods/reasoningbank/swebench_successful_si.txt").read_text(encoding="utf-8")
     assert extraction[0].content == released.strip() and extraction[1].content == EXTRACTION_HEADER + entry
     assert memory.samplings == [SamplingOverride(temperature=0.0, max_tokens=128),
                                 SamplingOverride(temperature=0.7, max_tokens=4096)]
@@ -68,16 +62,17 @@ def test_an_entry_is_judged_then_extracted_with_the_prompt_for_its_outcome_then_
 
 @pytest.mark.parametrize(("reply", "status"), [("fail", "fail"), ("FAIL.", "fail"), ("  Success\n", "success"),
                                                ("unsuccessful", "success")])  # the port's rule: "success" in reply
-def test_the_outcome_is_success_exactly_when_the_reply_contains_success(reply, status):
+def test_the_outcome_is_success_exactly_when_the_reply_contains_success(released_prompts, reply, status):
     memory = _memory([reply])
     driver = _driver(memory, BagOfWordsEmbedderFixture())
     driver.begin("q")
     _end(driver, ["entry"])
     assert driver.session.bank.records[0].status == status
-    released = (DATA_DIR / f"methods/reasoningbank/swebench_{'successful' if status == 'success' else 'failed'}_si.txt")
+    released = (released_prompts / f"methods/reasoningbank/swebench_{'successful' if status == 'success' else 'failed'}_si.txt")
     assert memory.calls[1][0].content == released.read_text(encoding="utf-8").strip()
 
 
+@pytest.mark.usefixtures("released_prompts")
 def test_retrieval_embeds_the_instruction_wrapped_query_and_renders_the_top_five_records_whole():
     entries = [f"flight {i} to paris" if i % 2 else f"hotel {i} in rome" for i in range(7)]
     memory, embedder = _memory(["success"] * 7), BagOfWordsEmbedderFixture()
@@ -104,6 +99,7 @@ def test_retrieval_embeds_the_instruction_wrapped_query_and_renders_the_top_five
     assert records[0].render() == str({"task_id": "0", "memory_items": ITEMS.split("\n\n"), "status": "success"})
 
 
+@pytest.mark.usefixtures("released_prompts")
 def test_the_query_is_cut_to_4096_characters_and_an_empty_bank_shows_none():
     memory, embedder = _memory(["fail"]), BagOfWordsEmbedderFixture()
     driver = _driver(memory, embedder)

@@ -27,7 +27,7 @@ def test_historical_nodes_cannot_be_overwritten_or_mutated():
     with pytest.raises(ValueError, match="immutable"):
         repo.persist(RequestRecord(query_id=2, query="b"), [_node("x", 2)])
     with pytest.raises(ValidationError):
-        repo.get("x").summary = "changed"  # type: ignore[misc]
+        repo.get("x").summary = "changed"  # type: ignore[misc]  # a frozen field: the assignment must fail
     assert repo.get("x").summary == "s x" and len(repo.requests) == 1
 
 

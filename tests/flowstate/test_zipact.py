@@ -32,7 +32,6 @@ from flowstate.methods.zipact.prompts import (
     world_state,
 )
 from flowstate.protocol import ProtocolMode, render_output
-from tests.conftest import DATA_DIR
 
 ALFWORLD_FIELDS = ("location", "inventory", "entity_map", "discovered_objects", "visited_locations")
 WORLD_FILES = sorted(p.name.removesuffix(".json") for p in resources.files("flowstate.methods.zipact")
@@ -43,6 +42,7 @@ def _task(benchmark: str | None = "taubench", domain: str | None = "airline") ->
     return TaskPrompt(task_policy="P", available_tools="T", benchmark=benchmark, domain=domain)
 
 
+@pytest.mark.usefixtures("released_prompts")
 @pytest.mark.parametrize("name", WORLD_FILES)
 def test_each_benchmarks_world_state_replaces_alfworlds_everywhere(name):
     benchmark, _, domain = name.partition(".")
@@ -60,6 +60,7 @@ def test_a_benchmark_without_its_own_fields_gets_the_generic_ones():
     assert world_state("tiny", "lookup") == world_state(None, None) == world_state("default", None)
 
 
+@pytest.mark.usefixtures("released_prompts")
 def test_inline_rules_speak_to_an_agent_that_acts_and_the_actor_keeps_only_its_decision_rules():
     world = world_state("taubench", "retail")
     inline = inline_rules(world)
@@ -76,7 +77,7 @@ def test_missing_or_changed_prompts_are_clear_errors(tmp_path):
     folder = tmp_path / "methods" / "zipact"
     folder.mkdir(parents=True)
     for name in SHA256:
-        (folder / name).write_text((DATA_DIR / "methods" / "zipact" / name).read_text() + " ")
+        (folder / name).write_text("not the released prompt")
     with pytest.raises(MethodDataError, match="SHA-256 differs"):
         updater_system(world_state(None, None), tmp_path)
 
@@ -100,6 +101,7 @@ def _end(session, index: int, entries: list[str] | None = None) -> None:
                                                    steps=[], memory_entries=entries or [])))
 
 
+@pytest.mark.usefixtures("released_prompts")
 def test_inline_the_agent_rewrites_the_state_and_code_keeps_the_attempted_actions():
     session = new_session({"name": "zipact", "protocol": "json"}, _task(), ["get_user"])
     assert list(session.json_schema["properties"]) == ["execution_state", "tool_calls", "assistant_message"]
@@ -130,6 +132,7 @@ def test_inline_the_agent_rewrites_the_state_and_code_keeps_the_attempted_action
     assert _status(user) == shown and "USER-7-PROFILE" not in user and "cancel my trip" not in user
 
 
+@pytest.mark.usefixtures("released_prompts")
 def test_separate_the_methods_own_model_updates_the_state_after_each_step():
     updates: list[list[ChatMessage]] = []
 
@@ -157,6 +160,7 @@ def test_separate_the_methods_own_model_updates_the_state_after_each_step():
     assert [r.payload["parsed"] for r in session.records] == [True, True]
 
 
+@pytest.mark.usefixtures("released_prompts")
 def test_separate_a_reply_that_is_not_a_state_keeps_the_old_one():
     class Garbage:
         async def complete(self, messages, *, json_schema=None):
@@ -182,6 +186,7 @@ def test_the_updater_reply_is_read_as_upstream_reads_it(text, expected):
     assert parse_state(text) == expected
 
 
+@pytest.mark.usefixtures("released_prompts")
 def test_zipact_bm25_adds_retrieved_memory_above_the_state():
     session = new_session({"name": "zipact_bm25", "top_k": 1}, _task("memoryarena", "group_travel_planner"), [])
     assert session.world == world_state("memoryarena", "group_travel_planner")

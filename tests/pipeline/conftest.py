@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,15 @@ import pytest
 from tests.conftest import DATA_DIR, REPO_ROOT
 
 __all__ = ["DATA_DIR", "REPO_ROOT"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def flowstate_data() -> Path:
+    """Point FLOWSTATE_DATA at the benchmark data; fail (not skip) when it is missing."""
+    if not (DATA_DIR / "taubench" / "airline" / "db.json").exists():
+        pytest.fail(f"τ-bench data not found under {DATA_DIR}: set FLOWSTATE_DATA to the folder holding taubench/")
+    os.environ["FLOWSTATE_DATA"] = str(DATA_DIR)
+    return DATA_DIR
 
 
 SMALL_ORACLE_JOB = {

@@ -57,12 +57,11 @@ def render_hits(hits: list[dict[str, Any]]) -> str:
     return "\n".join(lines) or NOTHING_RETRIEVED
 
 
-class Mem0Session(MemorySystemSession):
+class Mem0Session(MemorySystemSession[Mem0Options]):
     uses = frozenset({Capability.MEMORY, Capability.MEMORY_MODEL, Capability.EMBEDDINGS})
     record_kinds = ("retrieval", "write")
-    options: Mem0Options
 
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+    def __init__(self, task: TaskPrompt, options: Mem0Options, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
         self._memory: Any = None

@@ -60,7 +60,7 @@ class Bridge:
             raise
 
 
-class BridgedLLM(LLMBase):
+class BridgedLLM(LLMBase):  # type: ignore[misc]  # untyped (Any) to mypy: mem0ai ships no type information
     """Mem0's LLM: the job's memory role."""
 
     def __init__(self, policy: Policy, bridge: Bridge) -> None:
@@ -69,12 +69,12 @@ class BridgedLLM(LLMBase):
 
     def generate_response(self, messages: list[dict[str, str]], response_format: Any = None, tools: Any = None,
                           tool_choice: str = "auto", **kwargs: Any) -> str:
-        chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]  # type: ignore[arg-type]
+        chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]
         schema = ANY_JSON_OBJECT if isinstance(response_format, dict) and response_format.get("type") == "json_object" else None
         return self.bridge.run(self.policy.complete(chat, json_schema=schema)).text
 
 
-class BridgedEmbedder(EmbeddingBase):
+class BridgedEmbedder(EmbeddingBase):  # type: ignore[misc]  # untyped (Any) to mypy: mem0ai ships no type information
     """Mem0's embedder: the job's embeddings deployment."""
 
     def __init__(self, embedder: Embedder, dims: int, bridge: Bridge) -> None:

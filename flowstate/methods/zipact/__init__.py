@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from flowstate.chat import ChatMessage
 from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
-from flowstate.methods.bm25 import RecallingSession, RetrievalOptions
+from flowstate.methods.bm25 import Recall, RetrievalOptions
+from flowstate.methods.memory_system import NOTHING_RETRIEVED
 from flowstate.methods.zipact.prompts import (
     actor_rules,
     initial_state,
@@ -44,24 +45,31 @@ Updater = Literal["inline", "separate"]
 NO_ACTION = "None"  # the last action before a task's first request (upstream prints Python's None)
 
 
-class ZipActOptions(MethodOptions):
-    name: Literal["zipact"] = "zipact"
+class StateTrackingOptions(MethodOptions):
+    """ZipAct's settings, for both ZipAct methods."""
+
     updater: Updater = "inline"
 
 
-class ZipActSession(MethodSession):
+class ZipActOptions(StateTrackingOptions):
+    name: Literal["zipact"] = "zipact"
+
+
+StateTrackingOptionsT = TypeVar("StateTrackingOptionsT", bound=StateTrackingOptions)
+
+
+class ZipActSession(MethodSession[StateTrackingOptionsT]):
     uses = frozenset({Capability.EXECUTION_STATE, Capability.MEMORY_MODEL})
-    record_kinds: tuple[str, ...] = ("state_update",)
+    record_kinds: ClassVar[tuple[str, ...]] = ("state_update",)  # ZipAct+BM25 adds its own
     input_template = "state_tracking_input"
-    options: ZipActOptions
 
     @classmethod
-    def capabilities(cls, options: MethodOptions) -> frozenset[Capability]:
+    def capabilities(cls, options: StateTrackingOptionsT) -> frozenset[Capability]:
         """Inline, the state is a block of the agent's output; separate, the method's own model updates it."""
-        updater = Capability.MEMORY_MODEL if getattr(options, "updater", "inline") == "separate" else Capability.EXECUTION_STATE
+        updater = Capability.MEMORY_MODEL if options.updater == "separate" else Capability.EXECUTION_STATE
         return (cls.uses - {Capability.EXECUTION_STATE, Capability.MEMORY_MODEL}) | {updater}
 
-    def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
+    def __init__(self, task: TaskPrompt, options: StateTrackingOptionsT, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
         super().__init__(task, options, tool_names, callers)
         self.world = world_state(task.benchmark, task.domain)
@@ -113,7 +121,8 @@ class ZipActSession(MethodSession):
         """U(S_{t-1}, a_{t-1}, o_t): the method's own model returns the updated state."""
         messages = [ChatMessage(role="system", content=updater_system(self.world)),
                     ChatMessage(role="user", content=updater_user(self.state, self._last_action, observation))]
-        reply = await self.callers.memory.complete(messages)  # type: ignore[union-attr]
+        assert self.callers.memory is not None  # the separate updater declares it: checked by new_session
+        reply = await self.callers.memory.complete(messages)
         new = parse_state(reply.text)
         self._apply(new, "separate", None if new is not None else "the updater's reply is not a JSON object")
 
@@ -148,14 +157,33 @@ def parse_state(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-class ZipActBM25Options(ZipActOptions, RetrievalOptions):
-    name: Literal["zipact_bm25"] = "zipact_bm25"  # type: ignore[assignment]
+class ZipActBM25Options(StateTrackingOptions, RetrievalOptions):
+    name: Literal["zipact_bm25"] = "zipact_bm25"
 
 
-class ZipActBM25Session(RecallingSession, ZipActSession):
+class ZipActBM25Session(ZipActSession[ZipActBM25Options]):
     """ZipAct plus BM25 over the entries of earlier requests, retrieved once per request into
-    ``<memory>`` (B.3 "State Tracking + Memory")."""
+    ``<memory>`` (B.3 "State Tracking + Memory"): retrieved when a request begins (after the
+    benchmark's initial memory is stored), the entries stored when it ends."""
 
     uses = ZipActSession.uses | {Capability.MEMORY}
     record_kinds = ("state_update", "retrieval", "write")
     input_template = "state_tracking_memory_input"
+
+    def __init__(self, task: TaskPrompt, options: ZipActBM25Options, tool_names: list[str] | None = None,
+                 callers: MethodCallers = MethodCallers()) -> None:
+        super().__init__(task, options, tool_names, callers)
+        self.recall = Recall(self.record, options)
+        self.retrieved = NOTHING_RETRIEVED
+
+    async def begin_request(self, request: RequestStart) -> None:
+        await super().begin_request(request)
+        self.recall.store(request.memory_entries)
+        self.retrieved = self.recall.retrieve(request.memory_query)
+
+    def input_slots(self) -> dict[str, str]:
+        return {**super().input_slots(), "retrieved_memory": self.retrieved}
+
+    async def end_request(self, outcome: RequestOutcome) -> None:
+        await super().end_request(outcome)
+        self.recall.store(outcome.memory_entries)
