@@ -17,6 +17,7 @@ from flowstate.methods.flowstate_method import FlowStateOptions, FlowStateSessio
 from flowstate.methods.full_context import FullContextOptions, FullContextSession
 from flowstate.methods.mem0 import Mem0Options, Mem0Session
 from flowstate.methods.reasoningbank import ReasoningBankOptions, ReasoningBankSession
+from flowstate.methods.reasoningbank_release import RELEASE as REASONINGBANK_RELEASE
 from flowstate.methods.registry import (
     METHODS,
     MethodPlugin,
@@ -27,15 +28,16 @@ from flowstate.methods.registry import (
 )
 from flowstate.methods.render import render_trajectory
 from flowstate.methods.zipact import ZipActBM25Options, ZipActBM25Session, ZipActOptions, ZipActSession
+from flowstate.methods.zipact.release import RELEASE as ZIPACT_RELEASE
 
 register_method(FlowStateOptions, FlowStateSession)
 register_method(FullContextOptions, FullContextSession)
 register_method(FlowStateNoPsaOptions, FlowStateNoPsaSession)
 register_method(FlowStateNoIsuOptions, FlowStateNoIsuSession)
 register_method(BM25Options, BM25Session)
-register_method(ZipActOptions, ZipActSession)
-register_method(ZipActBM25Options, ZipActBM25Session)
-register_method(ReasoningBankOptions, ReasoningBankSession)
+register_method(ZipActOptions, ZipActSession, release=ZIPACT_RELEASE)
+register_method(ZipActBM25Options, ZipActBM25Session, release=ZIPACT_RELEASE)
+register_method(ReasoningBankOptions, ReasoningBankSession, release=REASONINGBANK_RELEASE)
 register_method(Mem0Options, Mem0Session)
 
 __all__ = [

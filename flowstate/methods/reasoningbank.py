@@ -27,16 +27,13 @@ import numpy as np
 from pydantic import Field
 
 from flowstate.chat import ChatMessage, Embedder, Policy, SamplingOverride, with_sampling
-from flowstate.data import read_method_file
 from flowstate.methods.base import Capability, MethodCallers, MethodOptions
 from flowstate.methods.memory_system import NOTHING_RETRIEVED, MemorySystemSession
+from flowstate.methods.reasoningbank_release import RELEASE
 from flowstate.prompts import TaskPrompt
 
-# sha256 of the released prompts read (SOURCE.md of the data folder; google-research@5b09c22).
-PROMPTS: dict[str, tuple[str, str]] = {
-    "success": ("swebench_successful_si.txt", "79f659e14465b67abb7641c0cf4da992634c680059d11859b8692640851341d8"),
-    "fail": ("swebench_failed_si.txt", "f21cee62c1af5dac02d287a278b4102a459b3ce2cf6af560b982ad52cd037afa"),
-}
+# The released prompt of each judged outcome (reasoningbank_release.py pins them).
+PROMPTS: dict[str, str] = {"success": "swebench_successful_si.txt", "fail": "swebench_failed_si.txt"}
 # The retrieval instruction of MemoryArena's port (the instruction-aware query format of the paper).
 PORT_INSTRUCTION = ("Given the prior task queries, your task is to analyze a current query's intent and "
                     "select relevant prior queries that could help complete it.")
@@ -88,8 +85,8 @@ class ReasoningBank:
         self.judge = with_sampling(memory, SamplingOverride(temperature=0.0, max_tokens=options.judge_max_tokens))
         self.extractor = with_sampling(memory, SamplingOverride(temperature=options.extract_temperature,
                                                                 max_tokens=options.extract_max_tokens))
-        self.prompts = {status: read_method_file("reasoningbank", name, sha, data_dir, what="ReasoningBank").strip()
-                        for status, (name, sha) in PROMPTS.items()}
+        self.prompts = {status: RELEASE.read(name, data_dir, what="ReasoningBank").strip()
+                        for status, name in PROMPTS.items()}
         self.records: list[BankRecord] = []
         self._vectors: list[np.ndarray] = []
 

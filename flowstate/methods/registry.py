@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic
 
+from flowstate.data import PromptRelease
 from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, OptionsT
 from flowstate.prompts import TaskPrompt
 from flowstate.registry import Registry
@@ -17,11 +18,13 @@ from flowstate.registry import Registry
 
 @dataclass(frozen=True)
 class MethodPlugin(Generic[OptionsT]):
-    """A method: its options model and the session class that reads options of that model."""
+    """A method: its options model, the session class that reads options of that model, and the
+    released prompts it reads at run time, if any (fetched by ``flowstate data fetch methods``)."""
 
     name: str
     options: type[OptionsT]
     session: type[MethodSession[OptionsT]]
+    release: PromptRelease | None = None
 
     def uses(self, options: OptionsT) -> frozenset[Capability]:
         """What the method uses with these options (a method's capabilities may follow its options)."""
@@ -33,10 +36,11 @@ class MethodPlugin(Generic[OptionsT]):
 METHODS: Registry[MethodPlugin[Any]] = Registry("method", "name")
 
 
-def register_method(options: type[OptionsT], session: type[MethodSession[OptionsT]]) -> MethodPlugin[OptionsT]:
+def register_method(options: type[OptionsT], session: type[MethodSession[OptionsT]], *,
+                    release: PromptRelease | None = None) -> MethodPlugin[OptionsT]:
     """Register a method under the ``name`` its options model declares (``Literal["..."]``)."""
     name = options.model_fields["name"].default
-    plugin = MethodPlugin(name=name, options=options, session=session)
+    plugin = MethodPlugin(name=name, options=options, session=session, release=release)
     METHODS.register(name, plugin, options)
     return plugin
 

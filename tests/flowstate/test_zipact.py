@@ -24,13 +24,13 @@ from flowstate import (
 from flowstate.data import MethodDataError
 from flowstate.methods.zipact import parse_state
 from flowstate.methods.zipact.prompts import (
-    SHA256,
     actor_rules,
     initial_state,
     inline_rules,
     updater_system,
     world_state,
 )
+from flowstate.methods.zipact.release import RELEASE
 from flowstate.protocol import ProtocolMode, render_output
 
 ALFWORLD_FIELDS = ("location", "inventory", "entity_map", "discovered_objects", "visited_locations")
@@ -76,7 +76,7 @@ def test_missing_or_changed_prompts_are_clear_errors(tmp_path):
         inline_rules(world_state(None, None), tmp_path)
     folder = tmp_path / "methods" / "zipact"
     folder.mkdir(parents=True)
-    for name in SHA256:
+    for name in (lit.out for lit in RELEASE.literals):
         (folder / name).write_text("not the released prompt")
     with pytest.raises(MethodDataError, match="SHA-256 differs"):
         updater_system(world_state(None, None), tmp_path)

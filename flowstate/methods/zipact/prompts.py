@@ -20,16 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from flowstate.data import read_method_file
+from flowstate.methods.zipact.release import RELEASE
 from flowstate.prompts import edited, replace_between
-
-FOLDER = "zipact"  # under <data dir>/methods/
-# sha256 of each file we read (SOURCE.md of the data folder; upstream commit 8d57023).
-SHA256 = {
-    "alfworld_updater_system.txt": "af71771e04fb75f6115d52e73e18d39d6f874dd2fc0cc8e11571b0edb492ce6f",
-    "alfworld_actor_system.txt": "8e9b91feebcf4d9b6a439e84c3278c36110edf538f8bef9be7d41e08025f3d00",
-    "agent_updater_user_template.txt": "d99bd0563bbe8733949a3951b3d2e8016196f882f6045cb31570125ff8402856",
-}
 
 
 class WorldField(BaseModel):
@@ -61,7 +53,7 @@ def world_state(benchmark: str | None, domain: str | None) -> WorldState:
 
 def upstream(name: str, data_dir: Path | None = None) -> str:
     """One released prompt, checked against its pinned SHA-256."""
-    return read_method_file(FOLDER, name, SHA256[name], data_dir, what="ZipAct")
+    return RELEASE.read(name, data_dir, what="ZipAct")
 
 
 def initial_state(world: WorldState) -> dict[str, Any]:

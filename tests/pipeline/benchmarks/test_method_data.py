@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.benchmarks.method_data.literals import MethodFetchError, ReleasedPrompts, extract
-from pipeline.benchmarks.method_data.reasoningbank import REASONINGBANK
-from pipeline.benchmarks.method_data.zipact import ZIPACT
+from flowstate.data import PromptRelease
+from flowstate.methods.reasoningbank_release import RELEASE as REASONINGBANK
+from flowstate.methods.zipact.release import RELEASE as ZIPACT
+from pipeline.benchmarks.method_data import MethodFetchError, extract, fetch_release, releases
 from pipeline.cli.main import main
 from tests.conftest import DATA_DIR
 from tests.pipeline.benchmarks.taubench.test_fetch import QuietHandler
@@ -23,11 +24,11 @@ from tests.pipeline.benchmarks.taubench.test_fetch import QuietHandler
 RELEASES = (ZIPACT, REASONINGBANK)
 
 
-def _released(release: ReleasedPrompts) -> Path:
+def _released(release: PromptRelease) -> Path:
     return DATA_DIR / "methods" / release.method
 
 
-def _sources(release: ReleasedPrompts) -> dict[str, str]:
+def _sources(release: PromptRelease) -> dict[str, str]:
     """Python files holding the released literals the way upstream's do (constants, f-strings in methods)."""
     files: dict[str, list[str]] = {}
     methods: dict[str, list[str]] = {}
@@ -81,7 +82,7 @@ def test_a_changed_prompt_is_refused_and_nothing_is_written(mirror, tmp_path):
     target = tmp_path / "mirror" / ZIPACT.repo / ZIPACT.commit / "src" / "prompts" / "zipact_prompts.py"
     target.write_text(target.read_text().replace("State Updater", "State Keeper"))
     with pytest.raises(MethodFetchError, match="not the pinned prompt"):
-        ZIPACT.fetch(tmp_path / "data", mirror)
+        fetch_release(ZIPACT, tmp_path / "data", mirror)
     assert not (tmp_path / "data" / "methods").exists()
 
 
@@ -96,3 +97,7 @@ def test_extract_reads_constants_and_f_string_bodies_as_written():
     assert extract(source, "K.m.v", "s") == "one {a}\n{self.b}"
     with pytest.raises(MethodFetchError, match="no 'Q'"):
         extract(source, "Q.m.v", "s")
+
+
+def test_the_releases_fetched_are_those_the_registered_methods_declare_each_once() -> None:
+    assert releases() == [REASONINGBANK, ZIPACT]  # ZipAct and ZipAct+BM25 share one
