@@ -107,7 +107,7 @@ def _submitted(outcome: RequestOutcome) -> str:
     return str(calls[-1].arguments.get("answer")) if calls else ""
 
 
-class Tiny(Benchmark):
+class Tiny(Benchmark[TinyCell]):
     name = "tiny"
     cell = TinyCell
     report_heading = "Tiny results"
@@ -120,22 +120,22 @@ class Tiny(Benchmark):
         MetricSpec(name="pass_rate", label="Reward", column="reward", description="mean reward"),
     )
 
-    def task_ids(self, cell: TinyCell) -> list[str]:  # type: ignore[override]
+    def task_ids(self, cell: TinyCell) -> list[str]:
         return list(cell.tasks)
 
-    def data_checksums(self, cell: TinyCell) -> dict[str, str]:  # type: ignore[override]
+    def data_checksums(self, cell: TinyCell) -> dict[str, str]:
         return {}
 
-    def task_prompt(self, cell: TinyCell, task_id: str) -> TaskPrompt:  # type: ignore[override]
+    def task_prompt(self, cell: TinyCell, task_id: str) -> TaskPrompt:
         return TaskPrompt(task_policy="Answer each question exactly.", available_tools="lookup(key), submit(answer)")
 
-    def tool_names(self, cell: TinyCell, task_id: str) -> list[str]:  # type: ignore[override]
+    def tool_names(self, cell: TinyCell, task_id: str) -> list[str]:
         return ["lookup", "submit"]
 
-    async def environment(self, cell: TinyCell, task_id: str, callers: RoleCallers) -> TinyEpisode:  # type: ignore[override]
+    async def environment(self, cell: TinyCell, task_id: str, callers: RoleCallers) -> TinyEpisode:
         return TinyEpisode(task_id)
 
-    async def grade(self, cell: TinyCell, task_id: str, record: EpisodeRecord,  # type: ignore[override]
+    async def grade(self, cell: TinyCell, task_id: str, record: EpisodeRecord,
                     judge: Policy | None, *, basis: str | None = None) -> Grade:
         requests = task_requests(task_id)
         answers = _answers(record, len(requests))
@@ -147,8 +147,8 @@ class Tiny(Benchmark):
                                             reason="exact" if c else "different")
                                for k, c in enumerate(correct, 1)])
 
-    def oracle(self, spec: Any, method: MethodPlugin) -> Policy:
-        return TinyOracle(spec.task_id, method.uses(spec.cell.method), spec.cell.method.protocol)
+    def oracle(self, cell: TinyCell, task_id: str, method: MethodPlugin, options: MethodOptions) -> Policy:
+        return TinyOracle(task_id, method.uses(options), options.protocol)
 
 
 def _answers(record: EpisodeRecord, requests: int) -> list[str | None]:
