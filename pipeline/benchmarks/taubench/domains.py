@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.benchmarks.taubench import airline_models, retail_models
 from pipeline.benchmarks.taubench.airline import AirlineTools
 from pipeline.benchmarks.taubench.data import SHA256, DataDir, Domain, load_parsed
+from pipeline.benchmarks.taubench.database import EpisodeDB, InitialDB, canonical_tables
 from pipeline.benchmarks.taubench.records import UpstreamRecord
 from pipeline.benchmarks.taubench.retail import RetailTools
-from pipeline.benchmarks.taubench.store import EpisodeDB, InitialDB, canonical_tables
 from pipeline.benchmarks.taubench.tasks import Task
 from pipeline.benchmarks.taubench.toolkit import ToolKit
 from pipeline.core.data import cached_json

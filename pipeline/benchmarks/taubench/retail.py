@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipeline.benchmarks.taubench.database import Record, Table
 from pipeline.benchmarks.taubench.retail_models import Address, OrderPayment
-from pipeline.benchmarks.taubench.store import Record, Table
 from pipeline.benchmarks.taubench.toolkit import ToolKit, table, tool
 
 CANCEL_REASONS = {"no longer needed", "ordered by mistake"}

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar
 
 from flowstate.environment import ToolCall, ToolResult
 from pipeline.benchmarks.taubench.calculator import calculate
-from pipeline.benchmarks.taubench.store import EpisodeDB, Record, copy_json
+from pipeline.benchmarks.taubench.database import EpisodeDB, Record, copy_json
 
 # Upstream's dispatcher is ``Environment.make_tool_call(self, tool_name, requestor, **kwargs)``,
 # called as ``make_tool_call(name, requestor=..., **arguments)``: these names collide with it.

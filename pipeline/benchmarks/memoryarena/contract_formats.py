@@ -1,6 +1,6 @@
-"""The three MemoryArena commands with exactly the input and output formats of CONTRACT §8–9:
-``grade`` (deterministic, no network, no model: outputs and judge replies are inputs), ``subtasks``
-and ``travel-tool``."""
+"""What ``flowstate memoryarena grade`` and ``subtasks`` read and write, in exactly the formats of
+CONTRACT §8–9: ``grade`` is deterministic (no network, no model: outputs and judge replies are
+inputs); ``travel-tool``'s format is the travel tools' own (:mod:`~pipeline.benchmarks.memoryarena.travel_tools`)."""
 
 from __future__ import annotations
 
