@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from flowstate.data import DATA_ENV_VAR, default_data_dir
+from flowstate.errors import FlowStateError
 from pipeline.core.atomic import write_bytes_atomic, write_text_atomic
 
 __all__ = ["CACHE_ENV_VAR", "DATA_ENV_VAR", "BenchmarkDataError", "cache_root", "cached_json", "default_data_dir",
@@ -18,7 +19,7 @@ __all__ = ["CACHE_ENV_VAR", "DATA_ENV_VAR", "BenchmarkDataError", "cache_root", 
 CACHE_ENV_VAR = "FLOWSTATE_CACHE"
 
 
-class BenchmarkDataError(RuntimeError):
+class BenchmarkDataError(FlowStateError, RuntimeError):
     """A benchmark's data is missing, unreadable or not the pinned version (the message says how to fix it)."""
 
 

@@ -13,18 +13,19 @@ from flowstate import ChatMessage, Completion, MethodOptions, MethodPlugin, Poli
 from pipeline.benchmarks.base import (
     Benchmark,
     BenchmarkEnvironment,
+    BenchmarkOptionError,
     EpisodeRecord,
     Grade,
     JudgeRequiredError,
     RequestGrade,
     RoleCallers,
+    UnknownTaskError,
     register_benchmark,
 )
 from pipeline.benchmarks.memoryarena import scoring
 from pipeline.benchmarks.memoryarena.data import (
     Config,
     FormalTask,
-    MemoryArenaDataError,
     ShoppingTask,
     Source,
     Task,
@@ -92,7 +93,7 @@ def _tasks(cell: MemoryArenaCell) -> list[Task]:
 def _task(cell: MemoryArenaCell, task_id: str) -> Task:
     found = next((t for t in _tasks(cell) if str(t.id) == task_id), None)
     if found is None:
-        raise MemoryArenaDataError(f"memoryarena {cell.domain} has no task {task_id!r}")
+        raise UnknownTaskError(f"memoryarena {cell.domain} ({cell.source}) has no task {task_id!r}")
     return found
 
 
@@ -151,7 +152,7 @@ class MemoryArena(Benchmark[MemoryArenaCell]):
         if cell.tasks is not None:
             missing = [t for t in cell.tasks if t not in set(known)]
             if missing:
-                raise ValueError(f"memoryarena {cell.domain} ({cell.source}) has no tasks {missing}")
+                raise UnknownTaskError(f"memoryarena {cell.domain} ({cell.source}) has no tasks {missing}")
             ids = list(cell.tasks)
         else:
             ids = known
@@ -178,7 +179,7 @@ class MemoryArena(Benchmark[MemoryArenaCell]):
 
     def check_roles(self, cell: MemoryArenaCell, roles: dict[str, Any]) -> None:
         if cell.domain in FORMAL and roles.get("judge", "none") == "none":
-            raise ValueError(f"memoryarena {cell.domain} judges every answer: name a judge (a model, or `scripted`)")
+            raise BenchmarkOptionError(f"memoryarena {cell.domain} judges every answer: name a judge (a model, or `scripted`)")
 
     def preload(self, cell: MemoryArenaCell) -> None:
         _tasks(cell)
@@ -232,7 +233,7 @@ class MemoryArena(Benchmark[MemoryArenaCell]):
     async def grade(self, cell: MemoryArenaCell, task_id: str, record: EpisodeRecord,
                     judge: Policy | None, *, basis: str | None = None) -> Grade:
         if basis is not None:
-            raise ValueError("memoryarena grades on one basis only (upstream's); --basis does not apply")
+            raise BenchmarkOptionError("memoryarena grades on one basis only (upstream's); --basis does not apply")
         task = _task(cell, task_id)
         answers = final_responses(record.transcript, len(task.questions))
         if isinstance(task, FormalTask):

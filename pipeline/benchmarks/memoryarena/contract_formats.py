@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flowstate import FlowStateError
 from pipeline.benchmarks.memoryarena import scoring
 from pipeline.benchmarks.memoryarena.data import Config, FormalTask, ShoppingTask, Task, TravelTask
 from pipeline.benchmarks.memoryarena.subtasks import (
@@ -17,7 +18,7 @@ from pipeline.benchmarks.memoryarena.subtasks import (
 )
 
 
-class AnswersError(ValueError):
+class AnswersError(FlowStateError, ValueError):
     """ANSWERS.json that does not follow §8.2 (the message names the task and subtask)."""
 
 

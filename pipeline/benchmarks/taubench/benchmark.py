@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from flowstate import MethodOptions, MethodPlugin, Policy, TaskPrompt
-from pipeline.benchmarks.base import Benchmark, EpisodeRecord, Grade, GradingError, RoleCallers, register_benchmark
+from pipeline.benchmarks.base import (
+    Benchmark,
+    BenchmarkOptionError,
+    EpisodeRecord,
+    Grade,
+    GradingError,
+    RoleCallers,
+    UnknownTaskError,
+    register_benchmark,
+)
 from pipeline.benchmarks.taubench import conformance, domains, grading
 from pipeline.benchmarks.taubench.data import SHA256, verified_path
 from pipeline.benchmarks.taubench.episode import TauEpisode
@@ -105,7 +114,7 @@ class TauBench(Benchmark[TauBenchCell]):
         if cell.tasks is not None:
             missing = [t for t in cell.tasks if t not in set(known)]
             if missing:
-                raise ValueError(f"taubench {cell.domain} has no tasks {missing} (ids run {known[0]}..{known[-1]})")
+                raise UnknownTaskError(f"taubench {cell.domain} has no tasks {missing} (ids run {known[0]}..{known[-1]})")
             ids = list(cell.tasks)
         else:
             ids = domains.task_split(cell.domain, cell.split)
@@ -121,9 +130,10 @@ class TauBench(Benchmark[TauBenchCell]):
 
     def check_roles(self, cell: TauBenchCell, roles: dict[str, Any]) -> None:
         if roles.get("user_simulator", "none") == "none":
-            raise ValueError("taubench needs a user_simulator: a model, or `scripted` (the test fixture)")
+            raise BenchmarkOptionError("taubench needs a user_simulator: a model, or `scripted` (the test fixture)")
         if cell.reward_basis == "task" and cell.domain == "retail" and roles.get("judge", "none") == "none":
-            raise ValueError("retail graded on its task basis uses NL assertions: name a judge, or set reward_basis: classic")
+            raise BenchmarkOptionError("retail graded on its task basis uses NL assertions: name a judge, or set "
+                                       "reward_basis: classic")
 
     def preload(self, cell: TauBenchCell) -> None:
         domains.initial_db(cell.domain)
@@ -151,7 +161,7 @@ class TauBench(Benchmark[TauBenchCell]):
                     judge: Policy | None, *, basis: str | None = None) -> Grade:
         """Grade (TOOLS.md §7); a judge reply that is not the expected JSON is asked again, then an error."""
         if basis not in (None, "task", "classic"):
-            raise ValueError(f"taubench grades on basis 'task' or 'classic', not {basis!r}")
+            raise BenchmarkOptionError(f"taubench grades on basis 'task' or 'classic', not {basis!r}")
         task = domains.get_task(cell.domain, task_id)
         error = None
         for _ in range(JUDGE_ATTEMPTS):
