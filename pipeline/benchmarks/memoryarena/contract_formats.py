@@ -80,7 +80,7 @@ def subtask_texts(env: Config, tasks: list[Task]) -> dict[str, Any]:
                                                     for k, (name, prompt) in enumerate(travel_prompts(task), 1)],
                         "base_plan_text": base_plan_text(task), "base_memory_entry": base_memory_entry(task)})
         else:
-            prompts = formal_prompts(task) if isinstance(task, FormalTask) else shopping_prompts(task)  # type: ignore[arg-type]
+            prompts = formal_prompts(task) if isinstance(task, FormalTask) else shopping_prompts(task)
             out.append({"id": task.id, "subtasks": [{"index": k, "prompt": p} for k, p in enumerate(prompts, 1)]})
     return {"env": env, "tasks": out}
 

@@ -71,10 +71,10 @@ def extract(source: str, name: str, where: str) -> str:
     *scope, variable = name.split(".")
     body: list[ast.stmt] = tree.body
     for part in scope:  # Class, then method
-        node = next((n for n in body if isinstance(n, ast.ClassDef | ast.FunctionDef) and n.name == part), None)
-        if node is None:
+        found = next((n for n in body if isinstance(n, ast.ClassDef | ast.FunctionDef) and n.name == part), None)
+        if found is None:
             raise MethodFetchError(f"{where}: no {part!r} (looking for {name})")
-        body = node.body
+        body = found.body
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets):
             value = node.value

@@ -160,14 +160,12 @@ class TauBench(Benchmark[TauBenchCell]):
     async def grade(self, cell: TauBenchCell, task_id: str, record: EpisodeRecord,
                     judge: Policy | None, *, basis: str | None = None) -> Grade:
         """Grade (TOOLS.md §7); a judge reply that is not the expected JSON is asked again, then an error."""
-        if basis not in (None, "task", "classic"):
-            raise BenchmarkOptionError(f"taubench grades on basis 'task' or 'classic', not {basis!r}")
+        chosen = _basis(basis) or cell.reward_basis
         task = domains.get_task(cell.domain, task_id)
         error = None
         for _ in range(JUDGE_ATTEMPTS):
             try:
-                info = await grading.grade(task, record.transcript, record.termination, judge=judge,
-                                           basis=basis or cell.reward_basis)
+                info = await grading.grade(task, record.transcript, record.termination, judge=judge, basis=chosen)
                 return to_grade(info)
             except grading.JudgeOutputError as exc:
                 error = f"judge output unusable after {JUDGE_ATTEMPTS} attempts: {exc}"
@@ -186,6 +184,14 @@ class TauBench(Benchmark[TauBenchCell]):
         from pipeline.benchmarks.taubench.cli import add_commands
 
         add_commands(cli)
+
+
+def _basis(basis: str | None) -> grading.Basis | None:
+    """A grading basis asked for by name (``flowstate grade --basis``), or None for the cell's own."""
+    match basis:
+        case None | "task" | "classic":
+            return basis
+    raise BenchmarkOptionError(f"taubench grades on basis 'task' or 'classic', not {basis!r}")
 
 
 def _required(policy: Policy | None, role: str) -> Policy:

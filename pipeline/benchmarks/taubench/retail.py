@@ -218,8 +218,9 @@ class RetailTools(ToolKit):
             item = next(item for item in order["items"] if item["item_id"] == item_id)
             item["item_id"] = new_item_id
             # Upstream quirk: every modified item takes the price and options of the last pair.
-            item["price"] = variant["price"]  # type: ignore[index]
-            item["options"] = dict(variant["options"])  # type: ignore[index]
+            assert variant is not None  # there is a pair, so _price_pairs examined a variant
+            item["price"] = variant["price"]
+            item["options"] = dict(variant["options"])
         order["status"] = "pending (item modified)"
         return order
 
