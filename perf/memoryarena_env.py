@@ -31,8 +31,8 @@ from machine import machine  # noqa: E402
 from flowstate import METHODS, new_session, run_episode  # noqa: E402
 from pipeline.benchmarks.base import EpisodeRecord, RoleCallers  # noqa: E402
 from pipeline.benchmarks.memoryarena import data  # noqa: E402
+from pipeline.benchmarks.memoryarena.benchmark import MEMORYARENA, MemoryArenaCell, ScriptedJudge  # noqa: E402
 from pipeline.benchmarks.memoryarena.oracle import MemoryArenaOracle  # noqa: E402
-from pipeline.benchmarks.memoryarena.plugin import MEMORYARENA, MemoryArenaCell, ScriptedJudge  # noqa: E402
 from pipeline.benchmarks.memoryarena.travel_tools import TravelTools, travel_db  # noqa: E402
 
 ENVIRONMENTS = ("formal_reasoning_math", "formal_reasoning_phys", "group_travel_planner")

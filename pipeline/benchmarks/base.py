@@ -12,19 +12,21 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from flowstate import Environment, MethodPlugin, Policy, TaskPrompt
+from flowstate import Environment, FlowStateError, MethodOptions, MethodPlugin, Policy, TaskPrompt
 from flowstate.registry import Registry
 from pipeline.benchmarks.transcript import TranscriptMessage
 from pipeline.core.catalog import CATALOGS, BenchmarkCatalog, MetricSpec
-from pipeline.core.specs import BenchmarkCell, EpisodeSpec
+from pipeline.core.specs import BenchmarkCell
 
 if TYPE_CHECKING:
     from pipeline.core.cli_hooks import CliHooks
-    from pipeline.core.specs import EpisodeSpec
+
+# The benchmark's own cell model (a BenchmarkCell that narrows ``benchmark`` and ``domain``).
+CellT = TypeVar("CellT", bound=BenchmarkCell)
 
 
 class RequestGrade(BaseModel):
@@ -58,12 +60,25 @@ class Grade(BaseModel):
     detail_json: str | None = None
 
 
+class BenchmarkOptionError(FlowStateError, ValueError):
+    """What a job or command asks of a benchmark that it cannot do: roles its cell cannot run with, a
+    grading basis it does not grade on. A ``ValueError`` too, so that job validation (pydantic) reports
+    it against the job's key."""
+
+
+class UnknownTaskError(BenchmarkOptionError):
+    """A task id the benchmark does not have (a cell's ``tasks``, a command's ``--task``)."""
+
+
 class GradingError(Exception):
-    """Grading could not decide (e.g. the judge kept answering garbage); the episode is kept ungraded."""
+    """Grading could not decide (e.g. the judge kept answering garbage). Not a user error: an outcome
+    that the run records (the episode is kept ungraded, with this message) and ``flowstate grade``
+    can revisit; one that escapes is a bug, shown with its traceback."""
 
 
 class JudgeRequiredError(GradingError):  # noqa: N818 - reads as the situation
-    """The grade needs a judge model, and none was given."""
+    """The grade needs a judge model, and none was given (a job's roles are checked for it before
+    the run; ``flowstate grade`` counts such episodes)."""
 
 
 class EpisodeRecord(BaseModel):
@@ -92,61 +107,67 @@ class RoleCallers:
     scripted: frozenset[str] = field(default_factory=frozenset)
 
 
-class Benchmark(ABC):
-    """The plug-in contract. Subclasses set the class attributes and implement the abstract methods;
-    the others have defaults that suit a benchmark without a simulated user or a judge."""
+class Benchmark(ABC, Generic[CellT]):
+    """The plug-in contract, generic in the benchmark's own cell model (``Benchmark[MyCell]``), so that
+    every method takes that model. Subclasses set ``name`` and ``cell`` and implement the required
+    core (tasks, data, prompt parts, environment, grading); the optional parts have defaults that
+    suit a benchmark without a simulated user, a judge, fixtures or commands."""
 
     name: ClassVar[str]
-    cell: ClassVar[type[BenchmarkCell]]
+    cell: type[CellT]
     metrics: ClassVar[tuple[MetricSpec, ...]] = ()
-    # Heading and caption of the benchmark's main table in the report.
-    report_heading: ClassVar[str] = "Results"
-    report_caption: ClassVar[str] = ""
     # Roles each episode can use ("scripted" allowed where the benchmark has a fixture for it).
     scripted_roles: ClassVar[frozenset[str]] = frozenset()
 
-    # -- the sweep: tasks, data, roles --------------------------------------------------------
+    # -- required: tasks and data ----------------------------------------------------------------
     @abstractmethod
-    def task_ids(self, cell: BenchmarkCell) -> list[str]:
-        """The cell's tasks in run order (explicit ids checked to exist)."""
+    def task_ids(self, cell: CellT) -> list[str]:
+        """The cell's tasks in run order (explicit ids checked to exist: :class:`UnknownTaskError`)."""
 
     @abstractmethod
-    def data_checksums(self, cell: BenchmarkCell) -> dict[str, str]:
+    def data_checksums(self, cell: CellT) -> dict[str, str]:
         """``<benchmark>/<file> -> sha256`` of every file an episode reads, after verifying them."""
 
-    def check_roles(self, cell: BenchmarkCell, roles: dict[str, Any]) -> None:
-        """Raise ``ValueError`` when the job's roles (role -> setting; absent = not set) cannot run the cell."""
-
-    def preload(self, cell: BenchmarkCell) -> None:
-        """Load and verify the cell's data now (data errors show at start-up, not mid-sweep)."""
-
-    def episode_roles(self, cell: BenchmarkCell) -> frozenset[str]:
-        """The roles beside the agent that the cell's episodes call: user_simulator, judge, tool_model."""
-        return frozenset()
-
-    # -- one episode ----------------------------------------------------------------------------
+    # -- required: one episode ---------------------------------------------------------------------
     @abstractmethod
-    def task_prompt(self, cell: BenchmarkCell, task_id: str) -> TaskPrompt:
+    def task_prompt(self, cell: CellT, task_id: str) -> TaskPrompt:
         """The benchmark's part of every method's system prompt: the policy and the tool list."""
 
     @abstractmethod
-    def tool_names(self, cell: BenchmarkCell, task_id: str) -> list[str]:
+    def tool_names(self, cell: CellT, task_id: str) -> list[str]:
         """The tools the agent may call (they constrain the JSON protocol's schema)."""
 
     @abstractmethod
-    async def environment(self, cell: BenchmarkCell, task_id: str, callers: RoleCallers) -> BenchmarkEnvironment:
+    async def environment(self, cell: CellT, task_id: str, callers: RoleCallers) -> BenchmarkEnvironment:
         """A fresh environment for one episode of the task."""
 
     @abstractmethod
-    async def grade(self, cell: BenchmarkCell, task_id: str, record: EpisodeRecord, judge: Policy | None, *,
+    async def grade(self, cell: CellT, task_id: str, record: EpisodeRecord, judge: Policy | None, *,
                     basis: str | None = None) -> Grade:
         """Grade one episode from its record (also re-grading stored episodes); ``basis`` overrides
-        the cell's grading basis where the benchmark has several. Raise :class:`GradingError`."""
+        the cell's grading basis where the benchmark has several (another raises
+        :class:`BenchmarkOptionError`). Raise :class:`GradingError` when grading cannot decide."""
 
-    def scripted_judge(self, cell: BenchmarkCell, task_id: str) -> Policy:
-        """TEST FIXTURE: the judge a job gets with ``judge: scripted`` (for benchmarks with ``judge`` in
-        ``scripted_roles``)."""
-        raise NotImplementedError(f"benchmark {self.name!r} has no scripted judge")
+    # -- optional: roles and loading ----------------------------------------------------------------
+    def check_roles(self, cell: CellT, roles: dict[str, Any]) -> None:
+        """Raise :class:`BenchmarkOptionError` when the job's roles (role -> setting; absent = not set)
+        cannot run the cell."""
+
+    def preload(self, cell: CellT) -> None:
+        """Load and verify the cell's data now (data errors show at start-up, not mid-sweep)."""
+
+    def episode_roles(self, cell: CellT) -> frozenset[str]:
+        """The roles beside the agent that the cell's episodes call: user_simulator, judge, tool_model."""
+        return frozenset()
+
+    def expected_calls(self, cell: CellT, task_id: str) -> tuple[float, float]:
+        """Rough (agent calls, other model calls) of one episode, for dry-run estimates."""
+        return 8.0, 0.0
+
+    # -- optional: the report's layout ------------------------------------------------------------
+    # Heading and caption of the benchmark's main table in the report.
+    report_heading: ClassVar[str] = "Results"
+    report_caption: ClassVar[str] = ""
 
     def domain_label(self, domain: str) -> str:
         """The domain's name in the report's column headers."""
@@ -156,13 +177,15 @@ class Benchmark(ABC):
         """The panel of the accuracy-by-depth analysis a domain belongs to (domains may pool): itself."""
         return domain
 
-    def expected_calls(self, cell: BenchmarkCell, task_id: str) -> tuple[float, float]:
-        """Rough (agent calls, other model calls) of one episode, for dry-run estimates."""
-        return 8.0, 0.0
+    # -- optional: test fixtures and command-line tools ---------------------------------------------
+    def scripted_judge(self, cell: CellT, task_id: str) -> Policy:
+        """TEST FIXTURE: the judge a job gets with ``judge: scripted`` (for benchmarks with ``judge`` in
+        ``scripted_roles``)."""
+        raise NotImplementedError(f"benchmark {self.name!r} has no scripted judge")
 
-    # -- fixtures and tools ------------------------------------------------------------------------
-    def oracle(self, spec: EpisodeSpec, method: MethodPlugin) -> Policy:
-        """TEST FIXTURE: a scripted agent that solves the episode's task in the method's protocol."""
+    def oracle(self, cell: CellT, task_id: str, method: MethodPlugin, options: MethodOptions) -> Policy:
+        """TEST FIXTURE: a scripted agent that solves the task in the protocol of ``method`` as
+        configured by ``options``."""
         raise NotImplementedError(f"benchmark {self.name!r} has no oracle fixture")
 
     def add_commands(self, cli: CliHooks) -> None:
@@ -175,7 +198,7 @@ class Benchmark(ABC):
         return [m for m in self.metrics if m.headline]
 
 
-def benchmark_catalog(benchmark: Benchmark) -> BenchmarkCatalog:
+def benchmark_catalog(benchmark: Benchmark[Any]) -> BenchmarkCatalog:
     domains = get_args(benchmark.cell.model_fields["domain"].annotation)
     return BenchmarkCatalog(metrics=benchmark.metrics, report_heading=benchmark.report_heading,
                             report_caption=benchmark.report_caption,
@@ -183,15 +206,17 @@ def benchmark_catalog(benchmark: Benchmark) -> BenchmarkCatalog:
                             depth_panels={d: benchmark.depth_panel(d) for d in domains})
 
 
-BENCHMARKS: Registry[Benchmark] = Registry("benchmark", "benchmark")
+BENCHMARKS: Registry[Benchmark[Any]] = Registry("benchmark", "benchmark")
+B = TypeVar("B", bound=Benchmark[Any])
 
 
-def register_benchmark(benchmark: Benchmark) -> Benchmark:
+def register_benchmark(benchmark: B) -> B:
     """Register a benchmark instance under its name (its cell model carries ``benchmark: Literal[name]``)."""
     BENCHMARKS.register(benchmark.name, benchmark, benchmark.cell)
     CATALOGS.register(benchmark.name, benchmark_catalog(benchmark))
     return benchmark
 
 
-def benchmark_of(cell: BenchmarkCell) -> Benchmark:
+def benchmark_of(cell: BenchmarkCell) -> Benchmark[Any]:
+    """The benchmark a cell belongs to (its cell type is the cell's own, unknown to generic callers)."""
     return BENCHMARKS.get(cell.benchmark)

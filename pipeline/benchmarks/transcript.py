@@ -28,5 +28,5 @@ class TranscriptMessage(BaseModel):
     # For role == "tool": the call this result answers, and whether the tool failed.
     tool_call_id: str | None = None
     error: bool = False
-    # The FlowState request (1-based) during which the message was produced; 0 for the greeting.
+    # The request (1-based, as the agent loop numbers them) during which the message was produced; 0 for the greeting.
     request: int = 0

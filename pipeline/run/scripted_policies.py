@@ -21,7 +21,8 @@ from pipeline.llm.deployments import SCRIPTED_POLICIES
 
 def oracle_for(episode: Any) -> Policy:
     """The episode's benchmark's oracle for its task, in the episode's method protocol."""
-    return benchmark_of(episode.cell.benchmark).oracle(episode, METHODS.get(episode.cell.method.name))
+    cell, options = episode.cell.benchmark, episode.cell.method
+    return benchmark_of(cell).oracle(cell, episode.task_id, METHODS.get(options.name), options)
 
 
 SCRIPTED_POLICIES["oracle"] = lambda session_id, role, episode: oracle_for(episode)

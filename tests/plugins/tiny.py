@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -29,6 +29,7 @@ from flowstate import (
     Capability,
     ChatMessage,
     Completion,
+    Embedder,
     MethodCallers,
     MethodOptions,
     MethodPlugin,
@@ -107,7 +108,7 @@ def _submitted(outcome: RequestOutcome) -> str:
     return str(calls[-1].arguments.get("answer")) if calls else ""
 
 
-class Tiny(Benchmark):
+class Tiny(Benchmark[TinyCell]):
     name = "tiny"
     cell = TinyCell
     report_heading = "Tiny results"
@@ -120,22 +121,22 @@ class Tiny(Benchmark):
         MetricSpec(name="pass_rate", label="Reward", column="reward", description="mean reward"),
     )
 
-    def task_ids(self, cell: TinyCell) -> list[str]:  # type: ignore[override]
+    def task_ids(self, cell: TinyCell) -> list[str]:
         return list(cell.tasks)
 
-    def data_checksums(self, cell: TinyCell) -> dict[str, str]:  # type: ignore[override]
+    def data_checksums(self, cell: TinyCell) -> dict[str, str]:
         return {}
 
-    def task_prompt(self, cell: TinyCell, task_id: str) -> TaskPrompt:  # type: ignore[override]
+    def task_prompt(self, cell: TinyCell, task_id: str) -> TaskPrompt:
         return TaskPrompt(task_policy="Answer each question exactly.", available_tools="lookup(key), submit(answer)")
 
-    def tool_names(self, cell: TinyCell, task_id: str) -> list[str]:  # type: ignore[override]
+    def tool_names(self, cell: TinyCell, task_id: str) -> list[str]:
         return ["lookup", "submit"]
 
-    async def environment(self, cell: TinyCell, task_id: str, callers: RoleCallers) -> TinyEpisode:  # type: ignore[override]
+    async def environment(self, cell: TinyCell, task_id: str, callers: RoleCallers) -> TinyEpisode:
         return TinyEpisode(task_id)
 
-    async def grade(self, cell: TinyCell, task_id: str, record: EpisodeRecord,  # type: ignore[override]
+    async def grade(self, cell: TinyCell, task_id: str, record: EpisodeRecord,
                     judge: Policy | None, *, basis: str | None = None) -> Grade:
         requests = task_requests(task_id)
         answers = _answers(record, len(requests))
@@ -147,8 +148,8 @@ class Tiny(Benchmark):
                                             reason="exact" if c else "different")
                                for k, c in enumerate(correct, 1)])
 
-    def oracle(self, spec: Any, method: MethodPlugin) -> Policy:
-        return TinyOracle(spec.task_id, method.uses(spec.cell.method), spec.cell.method.protocol)
+    def oracle(self, cell: TinyCell, task_id: str, method: MethodPlugin, options: MethodOptions) -> Policy:
+        return TinyOracle(task_id, method.uses(options), options.protocol)
 
 
 def _answers(record: EpisodeRecord, requests: int) -> list[str | None]:
@@ -193,9 +194,14 @@ class TinyOracle:
         return render_output(self.protocol, state_blocks=self.blocks, **parts)
 
 
-class LastNOptions(MethodOptions):
-    name: Literal["last_n"] = "last_n"
+class WindowOptions(MethodOptions):
+    """What last_n and recall share: how many trajectory lines they show."""
+
     window: int = Field(default=4, ge=1)
+
+
+class LastNOptions(WindowOptions):
+    name: Literal["last_n"] = "last_n"
 
 
 LAST_N_INPUT = ("<memory>\n{memory}\n</memory>\n<recent_messages>\n{recent}\n</recent_messages>\n{feedback}\n"
@@ -206,8 +212,8 @@ class LastNSession(MethodSession):
     """The last ``window`` trajectory lines of the episode, and every memory entry stored so far."""
 
     uses = frozenset({Capability.MEMORY})
-    record_kinds = ("window", "retrieval")
-    options: LastNOptions
+    record_kinds: ClassVar[tuple[str, ...]] = ("window", "retrieval")
+    options: WindowOptions
 
     def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
@@ -250,8 +256,8 @@ class LastNSession(MethodSession):
         self.memory.extend(outcome.memory_entries)
 
 
-class RecallOptions(LastNOptions):
-    name: Literal["recall"] = "recall"  # type: ignore[assignment]
+class RecallOptions(WindowOptions):
+    name: Literal["recall"] = "recall"
     top_k: int = Field(default=1, ge=1)
 
 
@@ -260,7 +266,7 @@ class RecallSession(LastNSession):
 
     uses = frozenset({Capability.MEMORY, Capability.MEMORY_MODEL, Capability.EMBEDDINGS})
     record_kinds = ("window", "retrieval", "write")
-    options: RecallOptions  # type: ignore[assignment]
+    options: RecallOptions
 
     def __init__(self, task: TaskPrompt, options: MethodOptions, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:
@@ -268,13 +274,23 @@ class RecallSession(LastNSession):
         self.vectors: list[list[float]] = []
         self.shown: list[str] = []
 
+    @property
+    def memory_model(self) -> Policy:
+        assert self.callers.memory is not None  # new_session gives a session the roles it uses
+        return self.callers.memory
+
+    @property
+    def embedder(self) -> Embedder:
+        assert self.callers.embeddings is not None  # new_session gives a session the roles it uses
+        return self.callers.embeddings
+
     async def begin_request(self, request: RequestStart) -> None:
         await MethodSession.begin_request(self, request)
         self._request = request.index
         self.lines.append(request_line(request.index, request.query))
         self.shown = []
         if self.memory:
-            [query] = (await self.callers.embeddings.embed([request.memory_query])).vectors  # type: ignore[union-attr]
+            [query] = (await self.embedder.embed([request.memory_query])).vectors
             scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in self.vectors]
             best = sorted(range(len(scores)), key=lambda i: -scores[i])[: self.options.top_k]
             self.shown = [self.memory[i] for i in best]
@@ -286,8 +302,8 @@ class RecallSession(LastNSession):
     async def end_request(self, outcome: RequestOutcome) -> None:
         self._latest = None
         entries = "\n".join(outcome.memory_entries)
-        note = await self.callers.memory.complete([ChatMessage(role="user", content=f"note: {entries}")])  # type: ignore[union-attr]
-        [vector] = (await self.callers.embeddings.embed([note.text])).vectors  # type: ignore[union-attr]
+        note = await self.memory_model.complete([ChatMessage(role="user", content=f"note: {entries}")])
+        [vector] = (await self.embedder.embed([note.text])).vectors
         self.memory.append(note.text)
         self.vectors.append(vector)
         self.record("write", {"note": note.text})

@@ -24,7 +24,7 @@ def _tasks(args: argparse.Namespace) -> list:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from pipeline.benchmarks.memoryarena.commands import AnswersError, grade_answers
+    from pipeline.benchmarks.memoryarena.contract_formats import AnswersError, grade_answers
 
     tasks = _tasks(args)
     try:
@@ -39,7 +39,7 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _subtasks(args: argparse.Namespace) -> int:
-    from pipeline.benchmarks.memoryarena.commands import subtask_texts
+    from pipeline.benchmarks.memoryarena.contract_formats import subtask_texts
 
     out = subtask_texts(args.env, _tasks(args))
     write_json(args.out, out)

@@ -115,7 +115,7 @@ class FormalTask(_Row):
 
 
 Task = ShoppingTask | TravelTask | FormalTask
-RECORDS: dict[str, type[_Row]] = {
+RECORDS: dict[str, type[Task]] = {
     "bundled_shopping": ShoppingTask, "group_travel_planner": TravelTask,
     "formal_reasoning_math": FormalTask, "formal_reasoning_phys": FormalTask,
 }
@@ -150,7 +150,7 @@ def parse_tasks(text: str, config: Config, where: str) -> list[Task]:
         if task.id in seen:
             raise MemoryArenaDataError(f"{where}:{number}: task id {task.id} repeats line {seen[task.id]}")
         seen[task.id] = number
-        tasks.append(task)  # type: ignore[arg-type]
+        tasks.append(task)
     return tasks
 
 
@@ -178,8 +178,8 @@ def prompts(data_dir: str | None = None) -> dict[str, Any]:
 
 
 @cache
-def travel_tool_schemas(data_dir: str | None = None) -> list[dict[str, Any]]:
-    """travel_tools.json: the six travel tools' schemas, in upstream order."""
+def travel_tool_schemas(data_dir: str | None = None) -> dict[str, Any]:
+    """travel_tools.json: the six travel tools' schemas (under ``tools``), in upstream order."""
     return _json(data_root(data_dir) / "travel_tools.json")
 
 

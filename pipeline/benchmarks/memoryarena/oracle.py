@@ -37,7 +37,7 @@ class MemoryArenaOracle:
         elif isinstance(task, ShoppingTask):
             queries = [search_page(i) for i in shopping_prompts(task)]
         else:
-            queries = [m for _, m in travel_prompts(task)]  # type: ignore[arg-type]
+            queries = [m for _, m in travel_prompts(task)]
         self.subtask = {query: k for k, query in enumerate(queries)}
         self.target_names = target_names or {}
         self._actions: dict[int, int] = {}  # shopping: actions sent per step

@@ -319,7 +319,8 @@ def grade_step(index: int, purchased: Any, target: Any, attributes: Sequence[str
     entries = {str(k).upper(): v for k, v in catalog.items()}
     p = str(purchased).upper() if purchased else None
     t = str(target).upper() if target else None
-    tname = target_name or (entries.get(t) or {}).get("name")
+    target_entry = (entries.get(t) or {}) if t else {}
+    tname = target_name or target_entry.get("name")
     pname = purchased_name or ((entries.get(p) or {}).get("name") if p else None)
     if judge is None:
         matched = string_matches(attributes, pname)
@@ -334,7 +335,7 @@ def grade_step(index: int, purchased: Any, target: Any, attributes: Sequence[str
                 break
     target_tokens = tokens(tname) if tname else set()
     name_sim = len(target_tokens & tokens(pname)) / len(target_tokens) if tname and pname and target_tokens else 0.0
-    target_segments = category_segments((entries.get(t) or {}).get("product_category"))
+    target_segments = category_segments(target_entry.get("product_category"))
     purchased_segments = category_segments((entries.get(p) or {}).get("product_category")) if p else set()
     cat_sim = len(target_segments & purchased_segments) / len(target_segments) if target_segments else 0.0
     r_type = 1.0

@@ -1,10 +1,11 @@
 """τ-bench (τ³-Bench v1.0.1) airline and retail: environments, user simulator, grading.
 
 The behavioural contract is ``TOOLS.md`` next to the data (``$FLOWSTATE_DATA/taubench``). Importing
-this package registers the benchmark (:mod:`pipeline.benchmarks.taubench.plugin`).
+this package registers the benchmark (:mod:`pipeline.benchmarks.taubench.benchmark`).
 """
 
 from pipeline.benchmarks.taubench.airline import AirlineTools
+from pipeline.benchmarks.taubench.benchmark import TAUBENCH, TauBench, TauBenchCell, task_prompt
 from pipeline.benchmarks.taubench.conformance import (
     AGENT_INSTRUCTION,
     agent_system_prompt,
@@ -14,6 +15,7 @@ from pipeline.benchmarks.taubench.conformance import (
     tool_list,
 )
 from pipeline.benchmarks.taubench.data import DATA_ENV_VAR, DOMAINS, SHA256, Domain, TauBenchDataError, data_root
+from pipeline.benchmarks.taubench.database import EpisodeDB, InitialDB, canonical_hash, changed_records
 from pipeline.benchmarks.taubench.domains import (
     ToolSchemas,
     fresh_db,
@@ -43,10 +45,8 @@ from pipeline.benchmarks.taubench.grading import (
     judge_messages,
     pass_hat_k,
 )
-from pipeline.benchmarks.taubench.plugin import TAUBENCH, TauBench, TauBenchCell, task_prompt
 from pipeline.benchmarks.taubench.retail import RetailTools
 from pipeline.benchmarks.taubench.scripted_user import ScriptedUser
-from pipeline.benchmarks.taubench.store import EpisodeDB, InitialDB, canonical_hash, changed_records
 from pipeline.benchmarks.taubench.tasks import GoldAction, Task
 from pipeline.benchmarks.taubench.toolkit import ToolKit
 from pipeline.benchmarks.taubench.user_simulator import (

@@ -18,8 +18,8 @@ from pipeline.benchmarks.taubench.airline_models import (
     Reservation,
     ReservationFlight,
 )
+from pipeline.benchmarks.taubench.database import Record, Table
 from pipeline.benchmarks.taubench.records import UpstreamRecord
-from pipeline.benchmarks.taubench.store import Record, Table
 from pipeline.benchmarks.taubench.toolkit import ToolKit, table, tool
 
 NOW = "2024-05-15T15:00:00"

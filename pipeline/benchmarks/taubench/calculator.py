@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from typing import Any
 
 ALLOWED_CHARACTERS = "0123456789+-*/(). "
 MAX_POWER_BITS = 4_000_000
 TOO_LARGE = "Expression too large to evaluate"
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -26,7 +27,7 @@ _BINARY = {
     ast.FloorDiv: operator.floordiv,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 class _Unchecked(Exception):
@@ -60,13 +61,13 @@ def _guarded_value(node: ast.AST) -> Any:
 
 def _refuse_huge_powers(expression: str) -> None:
     try:
-        tree = compile(expression, "<string>", "eval", ast.PyCF_ONLY_AST)
+        tree = ast.parse(expression, "<string>", mode="eval")
     except (SyntaxError, ValueError, RecursionError):
         return  # eval below raises the same error
     if not any(isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) for node in ast.walk(tree)):
         return
     try:
-        _guarded_value(tree.body)  # type: ignore[attr-defined]
+        _guarded_value(tree.body)
     except ValueError as exc:
         if str(exc) == TOO_LARGE:
             raise

@@ -14,7 +14,7 @@ from pipeline.core.cli_hooks import CliError, CliHooks, read_json, write_json
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from pipeline.benchmarks.taubench import TauBenchDataError
+    from pipeline.benchmarks.taubench.data import TauBenchDataError
     from pipeline.benchmarks.taubench.fetch import DEFAULT_BASE_URL, fetch_taubench
 
     try:
@@ -47,7 +47,7 @@ def conformance_json(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _exec(args: argparse.Namespace) -> int:
-    from pipeline.benchmarks.taubench import exec_calls
+    from pipeline.benchmarks.taubench.conformance import exec_calls
 
     result = conformance_json(exec_calls(args.domain, _read_calls(args.calls)))
     write_json(args.out, result)
@@ -64,7 +64,8 @@ def _gold_hashes() -> dict[str, dict[str, str]]:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from pipeline.benchmarks.taubench import load_tasks, replay_gold
+    from pipeline.benchmarks.taubench.conformance import replay_gold
+    from pipeline.benchmarks.taubench.domains import load_tasks
 
     if args.all == (args.task is not None):
         raise CliError("give either --task ID or --all")

@@ -8,9 +8,9 @@ from typing import Any
 
 from flowstate.environment import ToolCall
 from pipeline.benchmarks.taubench.data import DataDir
+from pipeline.benchmarks.taubench.database import copy_json
 from pipeline.benchmarks.taubench.domains import fresh_db, get_task, policy, tool_schemas
 from pipeline.benchmarks.taubench.grading import replay
-from pipeline.benchmarks.taubench.store import copy_json
 
 AGENT_INSTRUCTION = (
     "You are a customer service agent that helps the user according to the <policy> provided below.\n"

@@ -18,12 +18,13 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.benchmarks.base import UnknownTaskError
 from pipeline.benchmarks.taubench import airline_models, retail_models
 from pipeline.benchmarks.taubench.airline import AirlineTools
 from pipeline.benchmarks.taubench.data import SHA256, DataDir, Domain, load_parsed
+from pipeline.benchmarks.taubench.database import EpisodeDB, InitialDB, canonical_tables
 from pipeline.benchmarks.taubench.records import UpstreamRecord
 from pipeline.benchmarks.taubench.retail import RetailTools
-from pipeline.benchmarks.taubench.store import EpisodeDB, InitialDB, canonical_tables
 from pipeline.benchmarks.taubench.tasks import Task
 from pipeline.benchmarks.taubench.toolkit import ToolKit
 from pipeline.core.data import cached_json
@@ -134,7 +135,7 @@ def get_task(domain: str, task_id: str, data_dir: DataDir = None) -> Task:
     for task in load_tasks(domain, data_dir):
         if task.id == task_id:
             return task
-    raise KeyError(f"No {domain} task with id {task_id!r}")
+    raise UnknownTaskError(f"No {domain} task with id {task_id!r}")
 
 
 def task_split(domain: str, split: str, data_dir: DataDir = None) -> list[str]:

@@ -176,8 +176,8 @@ def _upstream_data(domain: str, data_dir: DataDir) -> tuple[list[dict[str, Any]]
 def _job_info(manifest: dict[str, Any] | None, domain: str, model: str, method: str, trials: int) -> dict[str, Any]:
     manifest = manifest or {}
     job = manifest.get("job", {})
-    bench = next((b for b in job.get("benchmarks", []) if b.get("domain") == domain), {})
-    agent = next((a for a in job.get("agents", []) if (a.get("label") or a.get("deployment")) == model), {})
+    bench: dict[str, Any] = next((b for b in job.get("benchmarks", []) if b.get("domain") == domain), {})
+    agent: dict[str, Any] = next((a for a in job.get("agents", []) if (a.get("label") or a.get("deployment")) == model), {})
     user = job.get("user_simulator") if isinstance(job.get("user_simulator"), dict) else {}
 
     def served(use: dict[str, Any], fallback: str | None) -> str | None:

@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from flowstate.chat import ChatMessage, Policy
 from flowstate.environment import ToolCall, ToolResult
-from pipeline.benchmarks import base as plugin
+from pipeline.benchmarks import base
 from pipeline.benchmarks.taubench.data import DataDir
+from pipeline.benchmarks.taubench.database import EpisodeDB
 from pipeline.benchmarks.taubench.domains import ToolKind, fresh_db, initial_db, tool_schemas, toolkit_for
-from pipeline.benchmarks.taubench.store import EpisodeDB
 from pipeline.benchmarks.taubench.tasks import GoldAction, Task
 from pipeline.benchmarks.transcript import TranscriptMessage
 
@@ -43,7 +43,7 @@ JUDGE_SYSTEM_PROMPT = (
 )
 
 
-class JudgeRequiredError(plugin.JudgeRequiredError, ValueError):
+class JudgeRequiredError(base.JudgeRequiredError, ValueError):
     """The task's reward needs NL assertions judged, but no judge policy was given."""
 
 

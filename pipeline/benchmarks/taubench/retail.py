@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipeline.benchmarks.taubench.database import Record, Table
 from pipeline.benchmarks.taubench.retail_models import Address, OrderPayment
-from pipeline.benchmarks.taubench.store import Record, Table
 from pipeline.benchmarks.taubench.toolkit import ToolKit, table, tool
 
 CANCEL_REASONS = {"no longer needed", "ordered by mistake"}
@@ -218,8 +218,9 @@ class RetailTools(ToolKit):
             item = next(item for item in order["items"] if item["item_id"] == item_id)
             item["item_id"] = new_item_id
             # Upstream quirk: every modified item takes the price and options of the last pair.
-            item["price"] = variant["price"]  # type: ignore[index]
-            item["options"] = dict(variant["options"])  # type: ignore[index]
+            assert variant is not None  # there is a pair, so _price_pairs examined a variant
+            item["price"] = variant["price"]
+            item["options"] = dict(variant["options"])
         order["status"] = "pending (item modified)"
         return order
 

@@ -88,8 +88,8 @@ def _google_sections(text: str) -> tuple[str, dict[str, str]]:
         stray = re.search(r"\n\S", body)  # a line at column 0 that is no title ends the section
         chunks[title.group(1)] = (body[: stray.start()] if stray else body).strip("\n")
     params: dict[str, str] = {}
-    for title, chunk in chunks.items():
-        if title not in _ENTRY_SECTIONS:
+    for section, chunk in chunks.items():
+        if section not in _ENTRY_SECTIONS:
             continue
         indent = chunk[: len(chunk) - len(chunk.lstrip())]
         starts = list(re.finditer("^" + indent + r"(?=\S)", chunk, re.M))
@@ -100,7 +100,7 @@ def _google_sections(text: str) -> tuple[str, dict[str, str]]:
             before, colon, description = entry.partition(":")
             if not colon:
                 raise _NotGoogleStyle
-            if title in _PARAM_SECTIONS:
+            if section in _PARAM_SECTIONS:
                 typed = _TYPED_NAME.match(before)
                 params[typed.group(1) if typed else before] = _entry_description(description)
     return text[: titles[0].start()], params

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar
 
 from flowstate.environment import ToolCall, ToolResult
 from pipeline.benchmarks.taubench.calculator import calculate
-from pipeline.benchmarks.taubench.store import EpisodeDB, Record, copy_json
+from pipeline.benchmarks.taubench.database import EpisodeDB, Record, copy_json
 
 # Upstream's dispatcher is ``Environment.make_tool_call(self, tool_name, requestor, **kwargs)``,
 # called as ``make_tool_call(name, requestor=..., **arguments)``: these names collide with it.
@@ -24,11 +24,13 @@ _DISPATCHER = "Environment.make_tool_call"
 _DISPATCHER_QUALIFIED = "tau2.environment.environment.Environment.make_tool_call"
 
 F = TypeVar("F", bound=Callable[..., Any])
+# The attribute that marks a method as a tool.
+TOOL_MARK = "__tau_tool__"
 
 
 def tool(method: F) -> F:
     """Mark a method as a tool the agent may call."""
-    method.__tau_tool__ = True  # type: ignore[attr-defined]
+    setattr(method, TOOL_MARK, True)
     return method
 
 
@@ -39,7 +41,7 @@ def _owned_copy(function: Callable[..., Any], owner: type) -> Callable[..., Any]
         function.__code__, function.__globals__, function.__name__, function.__defaults__, function.__closure__
     )
     copy.__qualname__ = f"{owner.__name__}.{function.__name__}"
-    copy.__tau_tool__ = True  # type: ignore[attr-defined]
+    setattr(copy, TOOL_MARK, True)
     return copy
 
 
@@ -71,7 +73,7 @@ class ToolKit:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        names = {name for name in dir(cls) if getattr(getattr(cls, name), "__tau_tool__", False)}
+        names = {name for name in dir(cls) if getattr(getattr(cls, name), TOOL_MARK, False)}
         for name in names - set(vars(cls)):
             setattr(cls, name, _owned_copy(getattr(cls, name), cls))
         cls.tool_names = frozenset(names)

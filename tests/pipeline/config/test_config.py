@@ -328,8 +328,8 @@ def test_a_file_without_end_or_too_deep_is_refused(tmp_path, text, expected):
 def test_only_group_travel_cells_carry_a_text_revision():
     """Group travel's base plan text lost a stray newline (CONTRACT §4.1), so its cells have new ids and
     never resume onto results made with the old text; every other cell keeps its id (test_golden.py)."""
+    from pipeline.benchmarks.memoryarena.benchmark import MemoryArenaCell
     from pipeline.benchmarks.memoryarena.data import CONFIGS
-    from pipeline.benchmarks.memoryarena.plugin import MemoryArenaCell
 
     identities = {domain: MemoryArenaCell(domain=domain).identity() for domain in CONFIGS}
     assert [d for d, identity in identities.items() if "text_revision" in identity] == ["group_travel_planner"]

@@ -55,7 +55,7 @@ class _Problems:
             self.kinds.setdefault(kind, []).append(text)
 
     def lines(self) -> list[str]:
-        out = []
+        out: list[str] = []
         for kind, shown in self.kinds.items():
             more = self.counts[kind] - len(shown)
             out.extend(f"  {text}" for text in shown)

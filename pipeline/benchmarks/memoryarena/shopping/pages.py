@@ -35,6 +35,14 @@ def parse_action(action: str) -> tuple[str, str | None]:
     return (action, None) if found is None else (found.group(1), found.group(2))
 
 
+def _sub_page(button: str) -> Page:
+    """The item page's tab a button opens (the item page's only other buttons act or navigate)."""
+    match button:
+        case "Description" | "Features" | "Reviews":
+            return button
+    raise ValueError(f"{button!r} opens no page")
+
+
 def search_page(instruction: str) -> str:
     """The first observation of every step."""
     return SEP.join(["WebShop", "Instruction:", instruction, "Search"])
@@ -134,7 +142,7 @@ class Session:
             else:
                 self.page = "item"
         else:
-            self.page = detail  # type: ignore[assignment]  # a sub-page
+            self.page = _sub_page(detail)
         return False
 
     async def _search(self, keywords: str) -> None:

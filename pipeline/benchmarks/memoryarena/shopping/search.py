@@ -21,6 +21,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class Analyzer:
 class SearchIndex:
     """BM25 over the products' documents, in product order."""
 
-    def __init__(self, retriever: object, size: int) -> None:
+    def __init__(self, retriever: Any, size: int) -> None:  # a bm25s.BM25 (bm25s has no type information)
         self._retriever = retriever
         self.size = size
         self._analyzer = Analyzer()
@@ -67,7 +68,6 @@ class SearchIndex:
     @classmethod
     def build(cls, documents: Iterable[str]) -> SearchIndex:
         import bm25s
-        from bm25s.tokenization import Tokenized
 
         analyzer = Analyzer()
         vocab: dict[str, int] = {}
@@ -75,16 +75,16 @@ class SearchIndex:
         for document in documents:
             ids.append([vocab.setdefault(term, len(vocab)) for term in analyzer.terms(document)])
         retriever = bm25s.BM25(k1=K1, b=B, method="lucene")
-        retriever.index(Tokenized(ids=ids, vocab=vocab), show_progress=False)
+        retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
         return cls(retriever, len(ids))
 
     def search(self, keywords: str, n: int = TOP_N) -> list[int]:
         """Positions of the top ``n`` matching products, best first, ties in product order."""
         terms = self._analyzer.terms(keywords)
-        ids = self._retriever.get_tokens_ids(terms)  # type: ignore[attr-defined]
+        ids = self._retriever.get_tokens_ids(terms)
         if not ids or not self.size:
             return []
-        scores = np.asarray(self._retriever.get_scores_from_ids(ids), dtype=np.float64)  # type: ignore[attr-defined]
+        scores = np.asarray(self._retriever.get_scores_from_ids(ids), dtype=np.float64)
         matching = np.flatnonzero(scores > 0)
         if len(matching) > n:
             cut = np.partition(scores[matching], len(matching) - n)[len(matching) - n]
@@ -98,7 +98,7 @@ class SearchIndex:
 
         staging = folder.with_name(f".{folder.name}.building")
         shutil.rmtree(staging, ignore_errors=True)
-        self._retriever.save(str(staging))  # type: ignore[attr-defined]
+        self._retriever.save(str(staging))
         files = {p.name: sha256_file(p) for p in sorted(staging.iterdir())}
         write_json_atomic(staging / MANIFEST, {"source_sha256": source_sha256, "analyzer": ANALYZER,
                                                "bm25s": bm25s.__version__, "k1": K1, "b": B, "size": self.size,

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline.benchmarks.memoryarena.shopping.productdb import (
     ATTRIBUTES,
@@ -34,6 +34,9 @@ from pipeline.benchmarks.memoryarena.shopping.productdb import (
 from pipeline.benchmarks.memoryarena.shopping.search import TOP_N, SearchIndex, cached_index
 from pipeline.core.atomic import write_json_atomic
 from pipeline.core.data import cache_root, sha256_file
+
+if TYPE_CHECKING:
+    from ray.actor import ActorClass
 
 
 def _key(text: str) -> str:
@@ -157,10 +160,10 @@ class NodeStoreClient:
             return await getattr(_node_actor(self.db_dir, self.version, fresh=True), method).remote(argument)
 
     async def search(self, keywords: str) -> list[Hit]:
-        return await self._call("search", keywords)  # type: ignore[no-any-return]
+        return await self._call("search", keywords)
 
     async def product(self, asin: str) -> Product | None:
-        return await self._call("product", asin)  # type: ignore[no-any-return]
+        return await self._call("product", asin)
 
 
 @cache
@@ -199,7 +202,7 @@ def store_for(db_dir: Path) -> StoreClient:
 
 
 @cache
-def _node_store_class() -> type:
+def _node_store_class() -> ActorClass[_NodeStore]:
     import ray
 
     return ray.remote(_NodeStore)

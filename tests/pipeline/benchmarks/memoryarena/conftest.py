@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.benchmarks.memoryarena.data import CONFIGS, load_tasks, task_file
+from pipeline.benchmarks.memoryarena.data import CONFIGS, Config, load_tasks, task_file
 from tests.pipeline.conftest import DATA_DIR
 
 MEMORYARENA = DATA_DIR / "memoryarena"
@@ -23,8 +23,8 @@ def memoryarena_data(flowstate_data: Path) -> Path:
     return MEMORYARENA
 
 
-def example_tasks(config: str) -> list:
-    return load_tasks(task_file(config, "examples", DATA_DIR), config)  # type: ignore[arg-type]
+def example_tasks(config: Config) -> list:
+    return load_tasks(task_file(config, "examples", DATA_DIR), config)
 
 
 def catalog() -> dict:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipeline.benchmarks.memoryarena.data import MemoryArenaDataError, load_tasks, parse_tasks
+from pipeline.benchmarks.memoryarena.data import Config, MemoryArenaDataError, load_tasks, parse_tasks
 from tests.pipeline.benchmarks.memoryarena.conftest import example_tasks
 
 FORMAL = {"id": 7, "paper_name": "p", "questions": ["q1", "q2"], "answers": ["a1", "a2"], "backgrounds": ["b", ""]}
@@ -54,10 +54,10 @@ def test_notes_blank_lines_and_extra_fields_are_ignored() -> None:
     ({**SHOPPING, "answers": [{"attributes": []}]}, "bundled_shopping", r"answers.0.target_asin: Field required"),
     (FORMAL, "formal_reasoning_math", r"f.jsonl:2: task id 7 repeats line 1"),
 ])
-def test_a_malformed_row_names_the_file_line_and_field(row: object, config: str, message: str) -> None:
+def test_a_malformed_row_names_the_file_line_and_field(row: object, config: Config, message: str) -> None:
     first = FORMAL if config.startswith("formal") else (TRAVEL if config == "group_travel_planner" else SHOPPING)
     with pytest.raises(MemoryArenaDataError, match=message):
-        parse_tasks(lines(first, row), config, "f.jsonl")  # type: ignore[arg-type]
+        parse_tasks(lines(first, row), config, "f.jsonl")
 
 
 def test_a_missing_file_says_how_to_get_it(tmp_path) -> None:  # noqa: ANN001

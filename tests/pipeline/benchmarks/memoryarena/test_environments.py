@@ -8,18 +8,25 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowstate import ChatMessage, Completion, LoopLimits, TaskPrompt, new_session, run_episode
+from flowstate import ChatMessage, Completion, Environment, EpisodeResult, LoopLimits, TaskPrompt, new_session, run_episode
 from pipeline.benchmarks.memoryarena.environments import FormalEpisode, TravelEpisode
 from pipeline.benchmarks.memoryarena.travel_tools import travel_db_at
+from pipeline.core.plugins import load_plugins
 from tests.flowstate.fixtures import ScriptedPolicyFixture, tagged
-from tests.flowstate.test_extension_points import MemoryProbe  # noqa: F401 - registers memory_probe
 from tests.pipeline.benchmarks.memoryarena.conftest import TRAVEL_DB, example_tasks
 
 TASK = TaskPrompt(task_policy="p", available_tools="t")
 REASON = {"name": "reasoning", "arguments": {"input": "the problem"}}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def memory_probe() -> None:
+    """The method that shows what memory methods are given (a plug-in of the method's tests)."""
+    load_plugins(["tests.flowstate.test_extension_points"])
 
 
 class ToolModel:
@@ -33,7 +40,7 @@ class ToolModel:
         return Completion(text=self.replies.pop(0) if self.replies else "worked")
 
 
-def run(env, script, method="memory_probe", limit=10):  # type: ignore[no-untyped-def]
+def run(env: Environment, script: Sequence[str], method: str = "memory_probe", limit: int = 10) -> EpisodeResult:
     return asyncio.run(run_episode(new_session(method, TASK), ScriptedPolicyFixture(script), env,
                                    limits=LoopLimits(max_steps_per_request=limit)))
 

@@ -11,8 +11,8 @@ import pytest
 
 from flowstate import ChatMessage, Completion, RequestEnd, RequestOutcome, ToolCall
 from pipeline.benchmarks.base import EpisodeRecord
+from pipeline.benchmarks.memoryarena.benchmark import MEMORYARENA, MemoryArenaCell, ScriptedJudge
 from pipeline.benchmarks.memoryarena.data import ShoppingTask
-from pipeline.benchmarks.memoryarena.plugin import MEMORYARENA, MemoryArenaCell, ScriptedJudge
 from pipeline.benchmarks.memoryarena.shopping.episode import (
     ShoppingEpisode,
     purchase_summary,
@@ -172,13 +172,13 @@ def test_a_name_the_database_lacks_comes_from_the_pages() -> None:
 
 
 def test_a_database_in_another_format_stops_the_sweep_before_it_starts(tmp_path, monkeypatch) -> None:
-    from pipeline.benchmarks.memoryarena import plugin
+    from pipeline.benchmarks.memoryarena import benchmark
     from pipeline.benchmarks.memoryarena.shopping.productdb import ProductDbError
     from tests.pipeline.benchmarks.memoryarena.test_shopping_store import record, write_db
 
     db = write_db(tmp_path / "db", [record("B1", "x")])
     (db / "items_shuffle.json").write_text('{"products": []}')
-    monkeypatch.setattr(plugin, "shopping_db", lambda cell: db)
+    monkeypatch.setattr(benchmark, "shopping_db", lambda cell: db)
     with pytest.raises(ProductDbError, match=r"items_shuffle.json: expected '\['"):
         MEMORYARENA.data_checksums(CELL)
     (db / "domain_data.json").unlink()

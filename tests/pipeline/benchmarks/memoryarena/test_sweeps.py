@@ -182,7 +182,7 @@ def test_a_travel_sweep_made_before_the_text_revision_is_graded_and_never_resume
 
     import yaml
 
-    from pipeline.benchmarks.memoryarena import plugin
+    from pipeline.benchmarks.memoryarena import benchmark
     from pipeline.run.plan import locate_sweep
     from pipeline.run.regrade import regrade
     from tests.pipeline.benchmarks.memoryarena.conftest import example_tasks
@@ -194,7 +194,7 @@ def test_a_travel_sweep_made_before_the_text_revision_is_graded_and_never_resume
     path = tmp_path / "travel.yaml"
     path.write_text(yaml.safe_dump(job))
     with monkeypatch.context() as before:
-        before.setattr(plugin, "TEXT_REVISIONS", {})
+        before.setattr(benchmark, "TEXT_REVISIONS", {})
         old = run_sweep(path, out=tmp_path / "runs")
     assert (old.completed, old.failed) == (1, 0)
     summary = asyncio.run(regrade(old.sweep_dir))

@@ -20,7 +20,7 @@ import pytest
 from flowstate.chat import ChatMessage, Completion
 from flowstate.environment import ToolCall, ToolResult
 from pipeline.benchmarks.taubench import DATA_ENV_VAR, TauBenchDataError, fresh_db, load_tasks, toolkit_for
-from pipeline.benchmarks.taubench.store import EpisodeDB
+from pipeline.benchmarks.taubench.database import EpisodeDB
 from pipeline.benchmarks.taubench.toolkit import ToolKit
 from tests.pipeline.conftest import DATA_DIR
 

@@ -14,10 +14,12 @@ from pipeline.benchmarks.taubench import (
     EpisodeEndedError,
     ScriptedUser,
     TauEpisode,
+    UserSimulator,
     get_task,
     grade,
     load_tasks,
 )
+from pipeline.benchmarks.taubench.episode import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS
 from pipeline.benchmarks.transcript import TranscriptMessage
 from tests.flowstate.fixtures import ScriptedPolicyFixture
 
@@ -36,8 +38,9 @@ class ListUser:
         return self.messages.pop(0) if self.messages else "What else?"
 
 
-def episode(user: object, task_id: str = "7", **limits: int) -> TauEpisode:
-    return TauEpisode(get_task("airline", task_id), user, **limits)  # type: ignore[arg-type]
+def episode(user: UserSimulator, task_id: str = "7", *, max_steps: int = DEFAULT_MAX_STEPS,
+            max_errors: int = DEFAULT_MAX_ERRORS) -> TauEpisode:
+    return TauEpisode(get_task("airline", task_id), user, max_steps=max_steps, max_errors=max_errors)
 
 
 def run(coroutine):  # noqa: ANN001, ANN201 - tiny test helper

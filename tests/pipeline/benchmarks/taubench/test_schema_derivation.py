@@ -156,11 +156,11 @@ class DemoTools(ToolKitBase):
 
     namespace: dict[str, Any] = vars(typing).copy()
     exec(compile(DATA_MODEL, "data_model.py", "exec", dont_inherit=True), namespace)  # noqa: S102 - own source
-    fields = {}
+    fields: dict[str, Any] = {}
     for name, annotation, default, text in PARAMETERS:
         value = eval(default, namespace) if default else ...  # noqa: S307 - the test's own literals
         fields[name] = (eval(annotation, namespace), Field(value, description=text))  # noqa: S307
-    expected = create_model("parameters", **fields).model_json_schema()  # type: ignore[call-overload]
+    expected = create_model("parameters", **fields).model_json_schema()
     assert json.dumps(derived) == json.dumps(expected)  # same keys, values and key order
 
 

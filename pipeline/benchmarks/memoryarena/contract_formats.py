@@ -1,11 +1,12 @@
-"""The three MemoryArena commands with exactly the input and output formats of CONTRACT §8–9:
-``grade`` (deterministic, no network, no model: outputs and judge replies are inputs), ``subtasks``
-and ``travel-tool``."""
+"""What ``flowstate memoryarena grade`` and ``subtasks`` read and write, in exactly the formats of
+CONTRACT §8–9: ``grade`` is deterministic (no network, no model: outputs and judge replies are
+inputs); ``travel-tool``'s format is the travel tools' own (:mod:`~pipeline.benchmarks.memoryarena.travel_tools`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from flowstate import FlowStateError
 from pipeline.benchmarks.memoryarena import scoring
 from pipeline.benchmarks.memoryarena.data import Config, FormalTask, ShoppingTask, Task, TravelTask
 from pipeline.benchmarks.memoryarena.subtasks import (
@@ -17,7 +18,7 @@ from pipeline.benchmarks.memoryarena.subtasks import (
 )
 
 
-class AnswersError(ValueError):
+class AnswersError(FlowStateError, ValueError):
     """ANSWERS.json that does not follow §8.2 (the message names the task and subtask)."""
 
 
@@ -79,7 +80,7 @@ def subtask_texts(env: Config, tasks: list[Task]) -> dict[str, Any]:
                                                     for k, (name, prompt) in enumerate(travel_prompts(task), 1)],
                         "base_plan_text": base_plan_text(task), "base_memory_entry": base_memory_entry(task)})
         else:
-            prompts = formal_prompts(task) if isinstance(task, FormalTask) else shopping_prompts(task)  # type: ignore[arg-type]
+            prompts = formal_prompts(task) if isinstance(task, FormalTask) else shopping_prompts(task)
             out.append({"id": task.id, "subtasks": [{"index": k, "prompt": p} for k, p in enumerate(prompts, 1)]})
     return {"env": env, "tasks": out}
 

@@ -8,8 +8,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from flowstate import MethodPlugin, Policy, TaskPrompt
-from pipeline.benchmarks.base import Benchmark, EpisodeRecord, Grade, GradingError, RoleCallers, register_benchmark
+from flowstate import MethodOptions, MethodPlugin, Policy, TaskPrompt
+from pipeline.benchmarks.base import (
+    Benchmark,
+    BenchmarkOptionError,
+    EpisodeRecord,
+    Grade,
+    GradingError,
+    RoleCallers,
+    UnknownTaskError,
+    register_benchmark,
+)
 from pipeline.benchmarks.taubench import conformance, domains, grading
 from pipeline.benchmarks.taubench.data import SHA256, verified_path
 from pipeline.benchmarks.taubench.episode import TauEpisode
@@ -20,7 +29,6 @@ from pipeline.core.specs import BenchmarkCell
 
 if TYPE_CHECKING:
     from pipeline.core.cli_hooks import CliHooks
-    from pipeline.core.specs import EpisodeSpec
 
 # The role sentence upstream's agent instruction opens with, in the task-policy slot (the
 # protocol and ReAct rules already say how to answer, so upstream's format lines are not repeated).
@@ -72,7 +80,7 @@ def to_grade(info: grading.RewardInfo) -> Grade:
                  metrics={k: v for k, v in values.items() if v is not None}, detail_json=info.model_dump_json())
 
 
-class TauBench(Benchmark):
+class TauBench(Benchmark[TauBenchCell]):
     name = "taubench"
     cell = TauBenchCell
     scripted_roles = frozenset({"user_simulator"})
@@ -101,18 +109,18 @@ class TauBench(Benchmark):
                    description="mean write-action accuracy (fraction of gold write actions matched)"),
     )
 
-    def task_ids(self, cell: TauBenchCell) -> list[str]:  # type: ignore[override]
+    def task_ids(self, cell: TauBenchCell) -> list[str]:
         known = [t.id for t in domains.load_tasks(cell.domain)]
         if cell.tasks is not None:
             missing = [t for t in cell.tasks if t not in set(known)]
             if missing:
-                raise ValueError(f"taubench {cell.domain} has no tasks {missing} (ids run {known[0]}..{known[-1]})")
+                raise UnknownTaskError(f"taubench {cell.domain} has no tasks {missing} (ids run {known[0]}..{known[-1]})")
             ids = list(cell.tasks)
         else:
             ids = domains.task_split(cell.domain, cell.split)
         return ids[: cell.limit] if cell.limit else ids
 
-    def data_checksums(self, cell: TauBenchCell) -> dict[str, str]:  # type: ignore[override]
+    def data_checksums(self, cell: TauBenchCell) -> dict[str, str]:
         files = sorted(f for f in SHA256 if f.startswith(f"{cell.domain}/")) + ["user_simulator/simulation_guidelines.md"]
         checksums = {}
         for relative in files:
@@ -120,64 +128,70 @@ class TauBench(Benchmark):
             checksums[f"{self.name}/{relative}"] = SHA256[relative]
         return checksums
 
-    def check_roles(self, cell: TauBenchCell, roles: dict[str, Any]) -> None:  # type: ignore[override]
+    def check_roles(self, cell: TauBenchCell, roles: dict[str, Any]) -> None:
         if roles.get("user_simulator", "none") == "none":
-            raise ValueError("taubench needs a user_simulator: a model, or `scripted` (the test fixture)")
+            raise BenchmarkOptionError("taubench needs a user_simulator: a model, or `scripted` (the test fixture)")
         if cell.reward_basis == "task" and cell.domain == "retail" and roles.get("judge", "none") == "none":
-            raise ValueError("retail graded on its task basis uses NL assertions: name a judge, or set reward_basis: classic")
+            raise BenchmarkOptionError("retail graded on its task basis uses NL assertions: name a judge, or set "
+                                       "reward_basis: classic")
 
-    def preload(self, cell: TauBenchCell) -> None:  # type: ignore[override]
+    def preload(self, cell: TauBenchCell) -> None:
         domains.initial_db(cell.domain)
         domains.load_tasks(cell.domain)
         domains.tool_schemas(cell.domain)
         domains.policy(cell.domain)
         domains.simulation_guidelines()
 
-    def episode_roles(self, cell: TauBenchCell) -> frozenset[str]:  # type: ignore[override]
+    def episode_roles(self, cell: TauBenchCell) -> frozenset[str]:
         return frozenset({"user_simulator", "judge"})
 
-    def task_prompt(self, cell: TauBenchCell, task_id: str) -> TaskPrompt:  # type: ignore[override]
+    def task_prompt(self, cell: TauBenchCell, task_id: str) -> TaskPrompt:
         return task_prompt(cell.domain, cell.tool_rendering)
 
-    def tool_names(self, cell: TauBenchCell, task_id: str) -> list[str]:  # type: ignore[override]
+    def tool_names(self, cell: TauBenchCell, task_id: str) -> list[str]:
         return list(domains.tool_schemas(cell.domain).kinds)
 
-    async def environment(self, cell: TauBenchCell, task_id: str, callers: RoleCallers) -> TauEpisode:  # type: ignore[override]
+    async def environment(self, cell: TauBenchCell, task_id: str, callers: RoleCallers) -> TauEpisode:
         task = domains.get_task(cell.domain, task_id)
         user = (ScriptedUser(task) if "user_simulator" in callers.scripted
                 else LLMUserSimulator(_required(callers.user_simulator, "user_simulator"), task))
         return TauEpisode(task, user, max_steps=cell.max_env_steps, max_errors=cell.max_errors)
 
-    async def grade(self, cell: TauBenchCell, task_id: str, record: EpisodeRecord,  # type: ignore[override]
+    async def grade(self, cell: TauBenchCell, task_id: str, record: EpisodeRecord,
                     judge: Policy | None, *, basis: str | None = None) -> Grade:
         """Grade (TOOLS.md §7); a judge reply that is not the expected JSON is asked again, then an error."""
-        if basis not in (None, "task", "classic"):
-            raise ValueError(f"taubench grades on basis 'task' or 'classic', not {basis!r}")
+        chosen = _basis(basis) or cell.reward_basis
         task = domains.get_task(cell.domain, task_id)
         error = None
         for _ in range(JUDGE_ATTEMPTS):
             try:
-                info = await grading.grade(task, record.transcript, record.termination, judge=judge,
-                                           basis=basis or cell.reward_basis)
+                info = await grading.grade(task, record.transcript, record.termination, judge=judge, basis=chosen)
                 return to_grade(info)
             except grading.JudgeOutputError as exc:
                 error = f"judge output unusable after {JUDGE_ATTEMPTS} attempts: {exc}"
         raise GradingError(error)
 
-    def expected_calls(self, cell: TauBenchCell, task_id: str) -> tuple[float, float]:  # type: ignore[override]
+    def expected_calls(self, cell: TauBenchCell, task_id: str) -> tuple[float, float]:
         task = domains.get_task(cell.domain, task_id)
         return len(task.evaluation_criteria.actions) + EXTRA_AGENT_CALLS, USER_CALLS
 
-    def oracle(self, spec: EpisodeSpec, method: MethodPlugin) -> Policy:
+    def oracle(self, cell: TauBenchCell, task_id: str, method: MethodPlugin, options: MethodOptions) -> Policy:
         from pipeline.benchmarks.taubench.oracle import OraclePolicy
 
-        cell = spec.cell.benchmark
-        return OraclePolicy(domains.get_task(cell.domain, spec.task_id), method.uses(spec.cell.method), spec.cell.method.protocol)
+        return OraclePolicy(domains.get_task(cell.domain, task_id), method.uses(options), options.protocol)
 
     def add_commands(self, cli: CliHooks) -> None:
         from pipeline.benchmarks.taubench.cli import add_commands
 
         add_commands(cli)
+
+
+def _basis(basis: str | None) -> grading.Basis | None:
+    """A grading basis asked for by name (``flowstate grade --basis``), or None for the cell's own."""
+    match basis:
+        case None | "task" | "classic":
+            return basis
+    raise BenchmarkOptionError(f"taubench grades on basis 'task' or 'classic', not {basis!r}")
 
 
 def _required(policy: Policy | None, role: str) -> Policy:

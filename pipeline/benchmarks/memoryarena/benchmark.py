@@ -9,22 +9,23 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from flowstate import ChatMessage, Completion, MethodPlugin, Policy, TaskPrompt
+from flowstate import ChatMessage, Completion, MethodOptions, MethodPlugin, Policy, TaskPrompt
 from pipeline.benchmarks.base import (
     Benchmark,
     BenchmarkEnvironment,
+    BenchmarkOptionError,
     EpisodeRecord,
     Grade,
     JudgeRequiredError,
     RequestGrade,
     RoleCallers,
+    UnknownTaskError,
     register_benchmark,
 )
 from pipeline.benchmarks.memoryarena import scoring
 from pipeline.benchmarks.memoryarena.data import (
     Config,
     FormalTask,
-    MemoryArenaDataError,
     ShoppingTask,
     Source,
     Task,
@@ -45,7 +46,6 @@ from pipeline.core.specs import BenchmarkCell
 
 if TYPE_CHECKING:
     from pipeline.core.cli_hooks import CliHooks
-    from pipeline.core.specs import EpisodeSpec
 
 FORMAL = ("formal_reasoning_math", "formal_reasoning_phys")
 DOMAIN_LABELS = {"bundled_shopping": "Shopping", "group_travel_planner": "Travel", "formal_reasoning_math": "Math",
@@ -93,7 +93,7 @@ def _tasks(cell: MemoryArenaCell) -> list[Task]:
 def _task(cell: MemoryArenaCell, task_id: str) -> Task:
     found = next((t for t in _tasks(cell) if str(t.id) == task_id), None)
     if found is None:
-        raise MemoryArenaDataError(f"memoryarena {cell.domain} has no task {task_id!r}")
+        raise UnknownTaskError(f"memoryarena {cell.domain} ({cell.source}) has no task {task_id!r}")
     return found
 
 
@@ -118,7 +118,7 @@ def _attribute_verdicts(prompt: str) -> str:
     return json.dumps({"matches": verdicts})
 
 
-class MemoryArena(Benchmark):
+class MemoryArena(Benchmark[MemoryArenaCell]):
     name = "memoryarena"
     cell = MemoryArenaCell
     scripted_roles = frozenset({"judge"})
@@ -147,18 +147,18 @@ class MemoryArena(Benchmark):
                                                                        "(upstream's average_reward)"),
     )
 
-    def task_ids(self, cell: MemoryArenaCell) -> list[str]:  # type: ignore[override]
+    def task_ids(self, cell: MemoryArenaCell) -> list[str]:
         known = [str(t.id) for t in _tasks(cell)]
         if cell.tasks is not None:
             missing = [t for t in cell.tasks if t not in set(known)]
             if missing:
-                raise ValueError(f"memoryarena {cell.domain} ({cell.source}) has no tasks {missing}")
+                raise UnknownTaskError(f"memoryarena {cell.domain} ({cell.source}) has no tasks {missing}")
             ids = list(cell.tasks)
         else:
             ids = known
         return ids[: cell.limit] if cell.limit else ids
 
-    def data_checksums(self, cell: MemoryArenaCell) -> dict[str, str]:  # type: ignore[override]
+    def data_checksums(self, cell: MemoryArenaCell) -> dict[str, str]:
         path = task_file(cell.domain, cell.source)
         _tasks(cell)  # verifies the rows
         root = data_root()
@@ -177,11 +177,11 @@ class MemoryArena(Benchmark):
             next(iter_products(db / ITEMS), None)  # a products file in another format fails here, not in the store
         return sums
 
-    def check_roles(self, cell: MemoryArenaCell, roles: dict[str, Any]) -> None:  # type: ignore[override]
+    def check_roles(self, cell: MemoryArenaCell, roles: dict[str, Any]) -> None:
         if cell.domain in FORMAL and roles.get("judge", "none") == "none":
-            raise ValueError(f"memoryarena {cell.domain} judges every answer: name a judge (a model, or `scripted`)")
+            raise BenchmarkOptionError(f"memoryarena {cell.domain} judges every answer: name a judge (a model, or `scripted`)")
 
-    def preload(self, cell: MemoryArenaCell) -> None:  # type: ignore[override]
+    def preload(self, cell: MemoryArenaCell) -> None:
         _tasks(cell)
         prompts()
         if cell.domain == "group_travel_planner":
@@ -191,12 +191,12 @@ class MemoryArena(Benchmark):
 
             store_for(shopping_db(cell))
 
-    def episode_roles(self, cell: MemoryArenaCell) -> frozenset[str]:  # type: ignore[override]
+    def episode_roles(self, cell: MemoryArenaCell) -> frozenset[str]:
         if cell.domain == SHOPPING:  # the attribute judge (LLM mode) where the job names one
             return frozenset({"judge"})
         return frozenset({"judge", "tool_model"}) if cell.domain in FORMAL else frozenset()
 
-    def task_prompt(self, cell: MemoryArenaCell, task_id: str) -> TaskPrompt:  # type: ignore[override]
+    def task_prompt(self, cell: MemoryArenaCell, task_id: str) -> TaskPrompt:
         if cell.domain in FORMAL:
             p = prompts()["formal_reasoning"]
             return TaskPrompt(task_policy=p["agent_system_prompt"], available_tools=json.dumps(p["reasoning_tool_schema"]))
@@ -207,14 +207,14 @@ class MemoryArena(Benchmark):
         tools = "\n".join(json.dumps(t, ensure_ascii=False) for t in travel_tool_schemas()["tools"])
         return TaskPrompt(task_policy=prompts()["group_travel_planner"]["system_prompt"], available_tools=tools)
 
-    def tool_names(self, cell: MemoryArenaCell, task_id: str) -> list[str]:  # type: ignore[override]
+    def tool_names(self, cell: MemoryArenaCell, task_id: str) -> list[str]:
         if cell.domain in FORMAL:
             return ["reasoning"]
         if cell.domain == SHOPPING:
             return ["search", "click"]
         return [t["function"]["name"] for t in travel_tool_schemas()["tools"]]
 
-    async def environment(self, cell: MemoryArenaCell, task_id: str,  # type: ignore[override]
+    async def environment(self, cell: MemoryArenaCell, task_id: str,
                           callers: RoleCallers) -> BenchmarkEnvironment:
         task = _task(cell, task_id)
         if isinstance(task, FormalTask):
@@ -227,13 +227,13 @@ class MemoryArena(Benchmark):
         assert isinstance(task, TravelTask)
         return TravelEpisode(task, travel_db(), max_tool_steps=cell.max_tool_steps)
 
-    def scripted_judge(self, cell: MemoryArenaCell, task_id: str) -> Policy:  # type: ignore[override]
+    def scripted_judge(self, cell: MemoryArenaCell, task_id: str) -> Policy:
         return ScriptedJudge()
 
-    async def grade(self, cell: MemoryArenaCell, task_id: str, record: EpisodeRecord,  # type: ignore[override]
+    async def grade(self, cell: MemoryArenaCell, task_id: str, record: EpisodeRecord,
                     judge: Policy | None, *, basis: str | None = None) -> Grade:
         if basis is not None:
-            raise ValueError("memoryarena grades on one basis only (upstream's); --basis does not apply")
+            raise BenchmarkOptionError("memoryarena grades on one basis only (upstream's); --basis does not apply")
         task = _task(cell, task_id)
         answers = final_responses(record.transcript, len(task.questions))
         if isinstance(task, FormalTask):
@@ -243,7 +243,7 @@ class MemoryArena(Benchmark):
         assert isinstance(task, TravelTask)
         return _grade_travel(task, answers)
 
-    def expected_calls(self, cell: MemoryArenaCell, task_id: str) -> tuple[float, float]:  # type: ignore[override]
+    def expected_calls(self, cell: MemoryArenaCell, task_id: str) -> tuple[float, float]:
         subtasks = len(_task(cell, task_id).questions)
         if cell.domain == SHOPPING:
             return 6.0 * subtasks, 0.0
@@ -256,11 +256,10 @@ class MemoryArena(Benchmark):
         """Formal reasoning's depth curve pools math and physics (one panel in the paper's Figure 4)."""
         return "formal_reasoning" if domain in FORMAL else domain
 
-    def oracle(self, spec: EpisodeSpec, method: MethodPlugin) -> Policy:
+    def oracle(self, cell: MemoryArenaCell, task_id: str, method: MethodPlugin, options: MethodOptions) -> Policy:
         from pipeline.benchmarks.memoryarena.oracle import MemoryArenaOracle
 
-        options, cell = spec.cell.method, spec.cell.benchmark
-        task = _task(cell, spec.task_id)
+        task = _task(cell, task_id)
         names: dict[str, str] = {}
         if isinstance(task, ShoppingTask):
             from pipeline.benchmarks.memoryarena.shopping.store import product_names

@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from pipeline.benchmarks.taubench.records import UpstreamRecord
 
 Record = dict[str, Any]
@@ -47,11 +45,8 @@ def _entry_bytes(key: str, record: Any) -> bytes:
 def canonical_tables(raw: Mapping[str, Any], models: Mapping[str, type[UpstreamRecord]]) -> dict[str, dict[str, Record]]:
     """Validate every record through its model, as upstream loads its DB; dumping the models
     yields the canonical form (field order of the models, optional fields present as null)."""
-    tables = {}
-    for name, model in models.items():
-        validated = TypeAdapter(dict[str, model]).validate_python(raw[name])  # type: ignore[valid-type]
-        tables[name] = {key: item.model_dump() for key, item in validated.items()}
-    return tables
+    return {name: {key: model.model_validate(item).model_dump() for key, item in raw[name].items()}
+            for name, model in models.items()}
 
 
 class InitialTable:
