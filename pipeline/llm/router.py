@@ -17,14 +17,16 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import ray
 
-from pipeline.llm.deployments.health import is_alive
-from pipeline.llm.deployments.specs import Routing
 from pipeline.llm.errors import ModelUnavailableError
+from pipeline.llm.health import is_alive
 from pipeline.llm.prefix import PrefixMemory
+
+# How a replicated deployment's router places calls: sticky (with the rebalancing margin), or least-loaded.
+Routing = Literal["sticky", "least_loaded"]
 
 
 class RoutingTable:

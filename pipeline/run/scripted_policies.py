@@ -16,7 +16,7 @@ from typing import Any
 from flowstate import METHODS, ChatMessage, Completion, Policy
 from flowstate.methods.reasoningbank import EXTRACTION_HEADER, JUDGE_SYSTEM
 from pipeline.benchmarks.base import benchmark_of
-from pipeline.llm.deployments import SCRIPTED_POLICIES
+from pipeline.llm.scripted_policies import SCRIPTED_POLICIES
 
 
 def oracle_for(episode: Any) -> Policy:
@@ -24,7 +24,7 @@ def oracle_for(episode: Any) -> Policy:
     return benchmark_of(episode.cell.benchmark).oracle(episode, METHODS.get(episode.cell.method.name))
 
 
-SCRIPTED_POLICIES["oracle"] = lambda session_id, role, episode: oracle_for(episode)
+SCRIPTED_POLICIES.register("oracle", lambda session_id, role, episode: oracle_for(episode))
 
 
 class CrashOncePolicy:
@@ -42,7 +42,7 @@ class CrashOncePolicy:
         return await self.inner.complete(messages, json_schema=json_schema)
 
 
-SCRIPTED_POLICIES["crash-once"] = lambda session_id, role, episode: CrashOncePolicy(episode)
+SCRIPTED_POLICIES.register("crash-once", lambda session_id, role, episode: CrashOncePolicy(episode))
 
 
 class UnchangedStatePolicy:
@@ -70,4 +70,4 @@ class UnchangedStatePolicy:
         return Completion(text=text, model="unchanged-state-fixture", finish_reason="stop")
 
 
-SCRIPTED_POLICIES["unchanged-state"] = lambda session_id, role, episode: UnchangedStatePolicy()
+SCRIPTED_POLICIES.register("unchanged-state", lambda session_id, role, episode: UnchangedStatePolicy())

@@ -5,19 +5,31 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.core.cost import LLAMACPP_MEASURED, CostModel, cost_models, with_gpu_seconds
+from pipeline.core.cost import CostModel, cost_models, with_gpu_seconds
+from pipeline.llm.kinds.llamacpp.spec import SMOLLM2_MEASURED
+from pipeline.run.models import agent_cost_models
+from tests.pipeline.test_sweep import job
 
-JOB = {"agents": [{"deployment": "small", "label": "smollm2"}, {"deployment": "big"}, {"deployment": "oracle"}],
-       "deployments": {"small": {"kind": "llamacpp"}, "big": {"kind": "vllm"}, "oracle": {"kind": "scripted"}},
-       "analysis": {}}
+AGENTS = [{"deployment": "small", "label": "smollm2"}, {"deployment": "big"}, {"deployment": "oracle"}]
+DEPLOYMENTS = {"small": {"kind": "llamacpp"}, "big": {"kind": "vllm", "model": "m"},
+               "oracle": {"kind": "scripted", "name": "oracle"}}
+
+
+def manifest(analysis: dict[str, object]) -> dict[str, object]:
+    """What a run records: the job, and each agent's default cost model as its deployment's kind declares it."""
+    config = job(agents=AGENTS, deployments=DEPLOYMENTS, analysis=analysis)
+    return {"job": config.model_dump(mode="json"),
+            "cost_models": {label: model.model_dump(mode="json") for label, model in agent_cost_models(config).items()}}
 
 
 def test_llamacpp_and_counted_cells_get_the_measured_defaults_and_vllm_none() -> None:
-    assert cost_models(JOB) == {"smollm2": LLAMACPP_MEASURED}
-    counted = {**JOB, "analysis": {"count_tokens": "smollm2"}}
-    assert cost_models(counted) == {"smollm2": LLAMACPP_MEASURED, "oracle": LLAMACPP_MEASURED}
-    stated = {**JOB, "analysis": {"cost_model": {"prefill_s_per_token": 1e-5, "decode_s_per_token": 2e-3}}}
+    assert cost_models(manifest({})) == {"smollm2": SMOLLM2_MEASURED}
+    # a scripted fixture's calls counted with SmolLM2's tokenizer cost what SmolLM2's do; another tokenizer's, nothing known
+    assert cost_models(manifest({"count_tokens": "smollm2"})) == {"smollm2": SMOLLM2_MEASURED, "oracle": SMOLLM2_MEASURED}
+    assert cost_models(manifest({"count_tokens": "/models/other.gguf"})) == {"smollm2": SMOLLM2_MEASURED}
+    stated = manifest({"cost_model": {"prefill_s_per_token": 1e-5, "decode_s_per_token": 2e-3}})
     assert set(cost_models(stated)) == {"smollm2", "big", "oracle"}  # a stated model applies to every agent
+    assert cost_models({"job": manifest({})["job"]}) == {}  # the reader names no engine: only what the run recorded
     with pytest.raises(ValidationError):
         CostModel(prefill_s_per_token=0, decode_s_per_token=1)
 

@@ -20,13 +20,13 @@ import ray
 from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Policy
 from pipeline.llm import (
     ChatClient,
-    LlamaCppSpec,
     SamplingParams,
     SchemaNotEnforcedError,
     make_deployment,
     verify_schema_enforcement,
 )
 from pipeline.llm.deployments import ReplicatedDeployment
+from pipeline.llm.kinds.llamacpp import LlamaCppSpec
 from tests.listening import all_loopback, listening_addresses
 from tests.pipeline.llm.llamacpp import require_llamacpp
 
@@ -145,7 +145,7 @@ def test_a_conversation_gets_real_token_counts_and_an_honest_cache_estimate(llam
 def test_the_tokenizer_counts_what_the_server_reports(llamacpp: ReplicatedDeployment) -> None:
     """``analysis.count_tokens: smollm2`` counts a prompt exactly as the server does (same vocabulary and
     chat template); a completion to within its end-of-turn token."""
-    from pipeline.llm.tokenizer import chat_tokenizer
+    from pipeline.llm.counting import chat_tokenizer
 
     tokenizer = chat_tokenizer("smollm2")
     policy = llamacpp.policy("counted")
