@@ -74,8 +74,7 @@ class RoutingTable:
         self.dead.append(url)
 
 
-@ray.remote(num_cpus=0, concurrency_groups={"control": 4})
-class Router:
+class _Router:
     """The shared actor around a :class:`RoutingTable`.
 
     ``report_failure`` and ``snapshot`` run in their own concurrency group (their own event loop
@@ -127,6 +126,9 @@ class Router:
         with self._lock:
             return {"sessions": {url: sorted(s) for url, s in self._table.sessions.items()},
                     "dead": list(self._table.dead)}
+
+
+Router = ray.remote(num_cpus=0, concurrency_groups={"control": 4})(_Router)  # type: ignore[call-overload]  # not in ray's stubs
 
 
 class RouterEndpoints:

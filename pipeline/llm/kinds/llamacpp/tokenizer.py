@@ -14,10 +14,14 @@ import atexit
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowstate import ChatMessage
 from pipeline.llm.counting import TokenizerError
 from pipeline.llm.kinds.llamacpp.model import smollm2_gguf
+
+if TYPE_CHECKING:  # llama-cpp-python is optional (the `cpu` extra): imported where a tokenizer is loaded
+    from llama_cpp.llama_types import ChatCompletionRequestMessage
 
 
 class GgufTokenizer:
@@ -41,7 +45,7 @@ class GgufTokenizer:
 
     def prompt_ids(self, messages: Sequence[ChatMessage]) -> list[int]:
         """The token ids of the chat-templated prompt, ending in an open assistant turn."""
-        formatted = self._format(messages=[{"role": m.role, "content": m.content} for m in messages])
+        formatted = self._format(messages=[_llama_message(m) for m in messages])
         return self._llama.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
 
     def ids(self, text: str) -> list[int]:
@@ -50,6 +54,15 @@ class GgufTokenizer:
 
     def count(self, text: str) -> int:
         return len(self.ids(text))
+
+
+def _llama_message(message: ChatMessage) -> ChatCompletionRequestMessage:
+    """A message in llama-cpp-python's typed form (one TypedDict per role)."""
+    if message.role == "system":
+        return {"role": "system", "content": message.content}
+    if message.role == "user":
+        return {"role": "user", "content": message.content}
+    return {"role": "assistant", "content": message.content}
 
 
 @cache

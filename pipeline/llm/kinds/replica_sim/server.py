@@ -266,7 +266,8 @@ class StubServer:
         self._fault = None
 
     def _take_fault(self, body: dict[str, Any]) -> Fault | None:
-        conversation = body.get("user") if isinstance(body.get("user"), str) else ""
+        user = body.get("user")
+        conversation = user if isinstance(user, str) else ""
         n = self._calls[conversation]
         self._calls[conversation] += 1
         fault = self._fault
@@ -283,6 +284,9 @@ class StubServer:
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """A bare ASGI app: a framework's routing and request objects would halve the capacity."""
         path, method = scope["path"], scope["method"]
+        status: int
+        body: dict[str, Any] | bytes | CutShort
+        headers: dict[str, str]
         if method == "GET" and path == "/v1/models":
             status, body, headers = 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}, {}
         elif method == "POST" and path == "/v1/chat/completions":

@@ -15,7 +15,7 @@ from typing import Any
 import uvicorn
 
 from pipeline.llm.asgi import read_body, send_json
-from pipeline.llm.kinds.wordllama.model import MODELS, TextEmbedder
+from pipeline.llm.kinds.wordllama.model import MODELS, TextEmbedder, WordLlamaModel
 
 
 def _error(status: int, message: str, param: str | None = None) -> tuple[int, dict[str, Any]]:
@@ -34,6 +34,7 @@ class EmbeddingsApp:
         if scope["type"] != "http":
             return
         path, method = scope["path"], scope["method"]
+        body: dict[str, Any]
         if method == "GET" and path == "/health":
             status, body = 200, {"status": "ok"}
         elif method == "GET" and path == "/v1/models":
@@ -69,8 +70,8 @@ class EmbeddingsApp:
                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
-def serve(host: str, port: int, model: str, dim: int, served_model: str) -> None:
-    app = EmbeddingsApp(TextEmbedder(model, dim), served_model)  # type: ignore[arg-type]
+def serve(host: str, port: int, model: WordLlamaModel, dim: int, served_model: str) -> None:
+    app = EmbeddingsApp(TextEmbedder(model, dim), served_model)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY, see replica_sim.server
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
