@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
 from pipeline.core.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.llm.kinds.llamacpp.spec import SMOLLM2_MEASURED
 from pipeline.run.models import agent_cost_models
+from pipeline.store.manifest import MANIFEST, ManifestError, read_manifest
 from tests.pipeline.test_sweep import job
 
 AGENTS = [{"deployment": "small", "label": "smollm2"}, {"deployment": "big"}, {"deployment": "oracle"}]
@@ -15,7 +20,7 @@ DEPLOYMENTS = {"small": {"kind": "llamacpp"}, "big": {"kind": "vllm", "model": "
                "oracle": {"kind": "scripted", "name": "oracle"}}
 
 
-def manifest(analysis: dict[str, object]) -> dict[str, object]:
+def manifest(analysis: dict[str, Any]) -> dict[str, Any]:
     """What a run records: the job, and each agent's default cost model as its deployment's kind declares it."""
     config = job(agents=AGENTS, deployments=DEPLOYMENTS, analysis=analysis)
     return {"job": config.model_dump(mode="json"),
@@ -44,3 +49,13 @@ def test_the_estimate_is_uncached_prefill_plus_decode() -> None:
     assert priced[0]["cost_source"] == "analysis.cost_model"
     assert (priced[1]["gpu_s"], priced[1]["cost_source"]) == (None, None)  # no cost model for its model
     assert priced[2]["gpu_s"] is None  # no tokens: no estimate, not 0
+
+
+def test_a_hand_edited_cost_model_is_refused_where_the_manifest_is_read(tmp_path: Path) -> None:
+    recorded = manifest({})
+    (tmp_path / MANIFEST).write_text(json.dumps({"sweep_id": "s", **recorded}))
+    assert cost_models(read_manifest(tmp_path) or {}) == {"smollm2": SMOLLM2_MEASURED}
+    recorded["cost_models"]["smollm2"]["decode_s_per_token"] = "fast"
+    (tmp_path / MANIFEST).write_text(json.dumps({"sweep_id": "s", **recorded}))
+    with pytest.raises(ManifestError, match="cost_models.smollm2.decode_s_per_token"):
+        read_manifest(tmp_path)
