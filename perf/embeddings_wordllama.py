@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import machine  # noqa: E402
 
 from pipeline.llm import EmbeddingClient  # noqa: E402
-from pipeline.llm.deployments.health import wait_until_ready  # noqa: E402
 from pipeline.llm.deployments.replica import free_port  # noqa: E402
-from pipeline.llm.deployments.wordllama import WordLlamaSpec, server_command  # noqa: E402
-from pipeline.llm.deployments.wordllama.model import TextEmbedder  # noqa: E402
+from pipeline.llm.health import wait_until_ready  # noqa: E402
+from pipeline.llm.kinds.wordllama import WordLlamaSpec, server_command  # noqa: E402
+from pipeline.llm.kinds.wordllama.model import TextEmbedder  # noqa: E402
 
 WORDS = ("flight reservation passenger seat baggage refund cabin economy business date airport order item "
          "exchange return address payment gift card user asked agent confirmed tool result").split()

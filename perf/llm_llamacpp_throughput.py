@@ -18,8 +18,9 @@ import ray
 from machine import machine
 
 from flowstate.chat import ChatMessage
-from pipeline.llm import ChatClient, LlamaCppSpec, SamplingParams, make_deployment
+from pipeline.llm import ChatClient, SamplingParams, make_deployment
 from pipeline.llm.deployments import ReplicatedDeployment
+from pipeline.llm.kinds.llamacpp import LLAMACPP, LlamaCppSpec
 
 WORDS = "river stone amber quiet ledger orbit velvet harbor signal meadow copper lantern".split()
 
@@ -33,7 +34,7 @@ def long_prompt(seed: int, words: int) -> list[ChatMessage]:
 
 async def calls(deployment: ReplicatedDeployment, args: argparse.Namespace) -> None:
     # Prefill alone: one token generated, straight to the replica (the routed policy samples more).
-    one_token = ChatClient(deployment.urls[0], deployment.spec.served_model(), engine="llamacpp",
+    one_token = ChatClient(deployment.urls[0], deployment.spec.served_model(), profile=LLAMACPP,
                            sampling=SamplingParams(max_tokens=1))
     prefill = [await one_token.complete(long_prompt(seed, args.prompt_words)) for seed in range(3)]
     rate = statistics.median((c.usage.prompt_tokens or 0) / c.latency_s for c in prefill)

@@ -23,7 +23,7 @@ from machine import machine
 
 from flowstate.chat import ChatMessage
 from pipeline.llm import ChatClient, ClientSettings
-from pipeline.llm.stub_server import RawConnection
+from pipeline.llm.kinds.replica_sim.server import RawConnection
 
 CONCURRENCY = (1, 8, 64, 256)
 MESSAGES = [ChatMessage(role="user", content="ping " * 50)]
@@ -31,7 +31,7 @@ MESSAGES = [ChatMessage(role="user", content="ping " * 50)]
 
 @contextlib.contextmanager
 def stub_process(delay: float) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.llm.stub_server", "--delay", str(delay)],
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.llm.kinds.replica_sim.server", "--delay", str(delay)],
                             stdout=subprocess.PIPE, text=True)
     try:
         yield json.loads(proc.stdout.readline())["url"]  # type: ignore[union-attr]

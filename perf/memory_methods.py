@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import machine  # noqa: E402
 
 from flowstate import Embeddings, MethodCallers, RequestEnd, RequestOutcome, RequestStart, TaskPrompt, new_session  # noqa: E402
-from pipeline.llm.deployments.wordllama.model import TextEmbedder  # noqa: E402
+from pipeline.llm.kinds.wordllama.model import TextEmbedder  # noqa: E402
 from pipeline.run.scripted_policies import UnchangedStatePolicy  # noqa: E402
 
 WORDS = ("flight reservation passenger seat baggage refund cabin economy business date airport order item "

@@ -60,7 +60,7 @@ def serve(job: Path, port: int, delay: float) -> None:
     """The server process: the oracle for every episode of ``job``, behind the stub server."""
     from pipeline.config.job import load_job
     from pipeline.config.sweep import expand
-    from pipeline.llm.stub_server import StubServer
+    from pipeline.llm.kinds.replica_sim.server import StubServer
     from pipeline.testing.oracle_server import OracleResponder
 
     with StubServer(OracleResponder(expand(load_job(job)).by_id), delay_s=delay, model="oracle", port=port):

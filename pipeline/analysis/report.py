@@ -226,10 +226,10 @@ def figure3_points(s: Scores, baseline: str) -> tuple[list[Row], str]:
 
 
 def sweep_cost_models(runs_dir: Path) -> dict[str, CostModel]:
-    """Each agent model's cost model, from the sweeps' jobs (the first sweep naming a model wins)."""
+    """Each agent model's cost model, from the sweeps' manifests (the first sweep naming a model wins)."""
     found: dict[str, CostModel] = {}
     for sweep in sweep_dirs(runs_dir):
-        for model, cost in cost_models((read_manifest(sweep) or {}).get("job") or {}).items():
+        for model, cost in cost_models(read_manifest(sweep) or {}).items():
             found.setdefault(model, cost)
     return found
 

@@ -3,9 +3,10 @@
 estimate = uncached prompt tokens × prefill seconds per token + completion tokens × decode seconds
 per token (``sql/tokens.sql`` gives the tokens; uncached = prompt minus what the engine reported
 cached, else minus the exact reusable prefix). The cost model is the job's ``analysis.cost_model``
-(never part of an id); without one, cells served by llama.cpp, and model-free cells whose tokens were
-counted with SmolLM2's tokenizer, get the figures measured here for SmolLM2-135M on llama.cpp (2-core
-VM, ``perf/llm_llamacpp_throughput.py``), and other cells none (a vLLM user states them).
+(never part of an id); without one, each agent model's default as the run recorded it in the
+manifest (``cost_models``): the figures its deployment's kind measured (llama.cpp's, for SmolLM2-135M
+on a 2-core VM), or, for model-free cells whose tokens were counted, those of the counting tokenizer's
+model; other cells get none (a vLLM user states them).
 """
 
 from __future__ import annotations
@@ -29,27 +30,15 @@ class CostModel(BaseModel):
         return (uncached_prompt_tokens or 0) * self.prefill_s_per_token + (completion_tokens or 0) * self.decode_s_per_token
 
 
-# SmolLM2-135M-Instruct Q4_1 on llama.cpp, 2 threads of the 2-core VM: prefill 148 tokens/s,
-# generation 54 tokens/s (perf/llm_llamacpp_throughput.py; README, Figures).
-LLAMACPP_MEASURED = CostModel(prefill_s_per_token=1 / 148, decode_s_per_token=1 / 54,
-                              source="llama.cpp defaults measured for SmolLM2-135M on a 2-core VM "
-                                     "(prefill 148, decode 54 tokens/s)")
-
-
-def cost_models(job: Mapping[str, Any]) -> dict[str, CostModel]:
-    """The cost model of each agent model (by its label) of a resolved job (a manifest's ``job``)."""
-    analysis = job.get("analysis") or {}
-    stated = analysis.get("cost_model")
+def cost_models(manifest: Mapping[str, Any]) -> dict[str, CostModel]:
+    """The cost model of each agent model (by its label) of a sweep, from its manifest: the job's
+    stated one for every agent, else the defaults the run recorded."""
+    job = manifest.get("job") or {}
+    stated = (job.get("analysis") or {}).get("cost_model")
     if stated:
         model = CostModel.model_validate(stated)
         return {a.get("label") or a["deployment"]: model for a in job.get("agents") or []}
-    found = {}
-    for agent in job.get("agents") or []:
-        kind = (job.get("deployments") or {}).get(agent["deployment"], {}).get("kind")
-        counted = kind == "scripted" and analysis.get("count_tokens") == "smollm2"
-        if kind == "llamacpp" or counted:
-            found[agent.get("label") or agent["deployment"]] = LLAMACPP_MEASURED
-    return found
+    return {label: CostModel.model_validate(model) for label, model in (manifest.get("cost_models") or {}).items()}
 
 
 def with_gpu_seconds(tokens: Iterable[Mapping[str, Any]], models: Mapping[str, CostModel]) -> list[dict[str, Any]]:

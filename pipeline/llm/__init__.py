@@ -1,21 +1,13 @@
 """Model access: one OpenAI-compatible client, deployments, a sticky router.
 
-The stand-in server for tests and benchmarks is ``pipeline.llm.stub_server.StubServer``; it is not
-imported here so that episode actors do not load uvicorn for nothing.
+Generic code only: each deployment kind is a folder under :mod:`pipeline.llm.kinds` that registers
+itself (its spec, the class that runs it, its engine's profile) when imported, and is found through
+the entry points like any plug-in.
 """
 
 from pipeline.llm.client import ChatClient, EmbeddingClient, Endpoints, FixedEndpoint, response_format
-from pipeline.llm.deployments import (
-    SCRIPTED_POLICIES,
-    Deployment,
-    DeploymentSpec,
-    EndpointSpec,
-    LlamaCppSpec,
-    ScriptedFactory,
-    ScriptedSpec,
-    VllmSpec,
-    make_deployment,
-)
+from pipeline.llm.deployments import Deployment, DeploymentSpec, make_deployment
+from pipeline.llm.engines import ENGINE_PROFILES, EngineProfile
 from pipeline.llm.errors import (
     DeploymentStartError,
     ModelError,
@@ -25,12 +17,13 @@ from pipeline.llm.errors import (
 )
 from pipeline.llm.router import Router, RouterEndpoints, RoutingTable
 from pipeline.llm.schema_check import verify_schema_enforcement
-from pipeline.llm.settings import ClientSettings, Engine, RetryPolicy, SamplingParams
+from pipeline.llm.scripted_policies import SCRIPTED_POLICIES, ScriptedFactory
+from pipeline.llm.settings import ClientSettings, RetryPolicy, SamplingParams
 
 __all__ = [
-    "SCRIPTED_POLICIES", "ChatClient", "ClientSettings", "EmbeddingClient", "Deployment", "DeploymentSpec",
-    "DeploymentStartError", "EndpointSpec", "Endpoints", "Engine", "FixedEndpoint", "LlamaCppSpec",
-    "ModelError", "ModelRequestError", "ModelUnavailableError", "RetryPolicy", "Router",
-    "RouterEndpoints", "RoutingTable", "SamplingParams", "SchemaNotEnforcedError", "ScriptedFactory",
-    "ScriptedSpec", "VllmSpec", "make_deployment", "response_format", "verify_schema_enforcement",
+    "ENGINE_PROFILES", "SCRIPTED_POLICIES", "ChatClient", "ClientSettings", "Deployment", "DeploymentSpec",
+    "DeploymentStartError", "EmbeddingClient", "EngineProfile", "Endpoints", "FixedEndpoint", "ModelError",
+    "ModelRequestError", "ModelUnavailableError", "RetryPolicy", "Router", "RouterEndpoints", "RoutingTable",
+    "SamplingParams", "SchemaNotEnforcedError", "ScriptedFactory", "make_deployment", "response_format",
+    "verify_schema_enforcement",
 ]

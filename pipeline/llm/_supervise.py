@@ -47,7 +47,12 @@ def main() -> None:
         raise SystemExit("usage: python -m pipeline.llm._supervise PARENT_PID -- ARGV...")
     server = subprocess.Popen(argv, stdout=sys.stderr, start_new_session=True, preexec_fn=_die_with_parent)
     print(server.pid, flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: (stop_group(server), sys.exit(143)))
+
+    def terminated(*_: object) -> None:
+        stop_group(server)
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, terminated)
     while server.poll() is None:
         if os.getppid() != int(parent):
             stop_group(server)

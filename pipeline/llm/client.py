@@ -25,11 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, Protocol
 
 from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Embeddings, SamplingOverride, TokenUsage
+from pipeline.llm.engines import OPENAI_API, EngineProfile
 from pipeline.llm.errors import ModelError, ModelRequestError, ModelUnavailableError
 from pipeline.llm.faults import MESSAGE_LIMIT, FaultKind, FaultReport, report_fault
 from pipeline.llm.http import HttpConnectionError, HttpReplyError, HttpStatusError, post_json
 from pipeline.llm.prefix import PrefixMemory, PromptLedger, estimate_cached_tokens, render_prompt
-from pipeline.llm.settings import ClientSettings, Engine, RetryPolicy, SamplingParams
+from pipeline.llm.settings import ClientSettings, RetryPolicy, SamplingParams
 from pipeline.llm.token_ids import TokenSource
 
 # How vLLM, llama.cpp (C++ server and llama-cpp-python) and OpenAI word a too-long prompt.
@@ -96,9 +97,9 @@ _IN_FLIGHT: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, async
 )
 
 
-def response_format(engine: Engine, schema: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
-    """``response_format`` in the form each engine enforces (vLLM ignores unknown forms silently)."""
-    if engine == "llamacpp":
+def response_format(profile: EngineProfile, schema: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
+    """``response_format`` in the form the engine enforces (an engine may ignore other forms silently)."""
+    if profile.response_format == "json_object":
         return {"type": "json_object", "schema": dict(schema)}
     name = _SCHEMA_NAME.sub("_", str(schema.get("title", "response")))[:64] or "response"
     return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema), "strict": strict}}
@@ -175,8 +176,8 @@ def _scrub(exc: BaseException, secret: str | None) -> BaseException:
     if secret and secret in str(exc):
         text = str(exc).replace(secret, _REDACTED)
         exc.args = (text,)
-        if hasattr(exc, "message"):
-            exc.message = text  # type: ignore[attr-defined]
+        if isinstance(exc, HttpStatusError):  # the one sorted kind that keeps its text apart
+            exc.message = text
     return exc
 
 
@@ -283,7 +284,7 @@ class ChatClient(OpenAIClient):
         endpoints: Endpoints | str,
         model: str,
         *,
-        engine: Engine = "openai",
+        profile: EngineProfile = OPENAI_API,
         sampling: SamplingParams = SamplingParams(),
         settings: ClientSettings = ClientSettings(),
         api_key_env: str | None = None,
@@ -293,14 +294,14 @@ class ChatClient(OpenAIClient):
     ) -> None:
         super().__init__(endpoints, model, settings=settings, api_key_env=api_key_env, limit_key=limit_key,
                          conversation=conversation)
-        self.engine: Engine = engine
+        self.profile = profile
         self.sampling = sampling
-        # Exact prefix accounting where the engine's token ids can be had (llama.cpp, vLLM).
+        # Exact prefix accounting where the engine's token ids can be had.
         self.tokens = tokens
         self._ledger = PromptLedger()
 
     def __repr__(self) -> str:
-        return f"ChatClient(model={self.model!r}, engine={self.engine!r}, endpoints={self.endpoints!r})"
+        return f"ChatClient(model={self.model!r}, engine={self.profile.name!r}, endpoints={self.endpoints!r})"
 
     def with_sampling(self, override: SamplingOverride) -> ChatClient:
         """The same conversation (routing, limits) sampling with ``override``'s settings where set."""
@@ -332,7 +333,7 @@ class ChatClient(OpenAIClient):
             **s.extra_body,
         }
         if json_schema is not None:
-            body["response_format"] = response_format(self.engine, json_schema, strict=self.settings.strict_json_schema)
+            body["response_format"] = response_format(self.profile, json_schema, strict=self.settings.strict_json_schema)
         return body
 
     async def _completion(
@@ -343,7 +344,7 @@ class ChatClient(OpenAIClient):
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         text = message.get("content") or ""
         usage = _usage(response.get("usage"))
-        if self.engine == "llamacpp":
+        if self.profile.estimates_cached_prefix:
             prompt_text = render_prompt(messages)
             shared = await self.endpoints.shared_prefix(url, prompt_text, text)
             usage.cached_tokens_estimate = estimate_cached_tokens(usage.prompt_tokens, shared, len(prompt_text))

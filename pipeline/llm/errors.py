@@ -6,9 +6,12 @@
 
 from __future__ import annotations
 
+from flowstate.errors import FlowStateError
 
-class ModelError(Exception):
-    """Base of every model-access failure raised by :mod:`pipeline.llm`.
+
+class ModelError(FlowStateError):
+    """Base of every model-access failure raised by :mod:`pipeline.llm` (the model is down, refused the
+    request, or no API key is set: the user can act on each).
 
     ``cause`` is the last underlying exception (also chained as ``__cause__``); its text has
     already been scrubbed of the API key.
@@ -36,5 +39,5 @@ class SchemaNotEnforcedError(ModelError):
     """The server answered a JSON-schema request with output that does not satisfy the schema."""
 
 
-class DeploymentStartError(RuntimeError):
+class DeploymentStartError(FlowStateError, RuntimeError):
     """A model server died or never became healthy; the message carries its stderr tail."""

@@ -17,14 +17,16 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import ray
 
-from pipeline.llm.deployments.health import is_alive
-from pipeline.llm.deployments.specs import Routing
 from pipeline.llm.errors import ModelUnavailableError
+from pipeline.llm.health import is_alive
 from pipeline.llm.prefix import PrefixMemory
+
+# How a replicated deployment's router places calls: sticky (with the rebalancing margin), or least-loaded.
+Routing = Literal["sticky", "least_loaded"]
 
 
 class RoutingTable:
@@ -72,8 +74,7 @@ class RoutingTable:
         self.dead.append(url)
 
 
-@ray.remote(num_cpus=0, concurrency_groups={"control": 4})
-class Router:
+class _Router:
     """The shared actor around a :class:`RoutingTable`.
 
     ``report_failure`` and ``snapshot`` run in their own concurrency group (their own event loop
@@ -125,6 +126,9 @@ class Router:
         with self._lock:
             return {"sessions": {url: sorted(s) for url, s in self._table.sessions.items()},
                     "dead": list(self._table.dead)}
+
+
+Router = ray.remote(num_cpus=0, concurrency_groups={"control": 4})(_Router)  # type: ignore[call-overload]  # not in ray's stubs
 
 
 class RouterEndpoints:

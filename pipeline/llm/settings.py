@@ -1,13 +1,10 @@
-"""Client-side knobs shared by every deployment kind: engine, sampling, timeouts, retries."""
+"""Client-side knobs shared by every deployment kind: sampling, timeouts, retries."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-
-# The engine decides how a JSON schema is sent and where cached-token figures come from.
-Engine = Literal["vllm", "llamacpp", "openai"]
 
 
 class SamplingParams(BaseModel):
@@ -44,5 +41,5 @@ class ClientSettings(BaseModel):
     retry: RetryPolicy = RetryPolicy()
     # Requests in flight per deployment per process (one asyncio semaphore each).
     max_in_flight: int = Field(default=64, ge=1)
-    # OpenAI-style ``strict`` flag of json_schema response formats (vLLM / OpenAI engines).
+    # OpenAI-style ``strict`` flag of json_schema response formats.
     strict_json_schema: bool = True

@@ -1,9 +1,8 @@
 """The token ids an engine sees, for exact prefix-cache accounting (:class:`pipeline.llm.prefix.PromptLedger`).
 
-llama.cpp: the GGUF's own vocabulary and chat template in this process (its server's tokenize
-endpoint applies no chat template). vLLM: its ``/tokenize`` endpoint, on the replica that served
-the call, with the chat messages (its own template) and, for a piece of text, without special
-tokens. Other engines: none (the figures stay null).
+A deployment kind says where its engine's ids come from (its spec's ``token_source()``): the served
+model's own tokenizer in this process, or the server's ``/tokenize`` endpoint
+(:class:`TokenizeEndpoint`); without a source the figures stay null.
 """
 
 from __future__ import annotations
@@ -24,25 +23,10 @@ class TokenSource(Protocol):
     async def text_ids(self, url: str, text: str) -> list[int]: ...
 
 
-class LocalTokens:
-    """llama.cpp: the served GGUF's tokenizer, loaded once per process."""
-
-    def __init__(self, gguf: str) -> None:
-        self.gguf = gguf
-
-    async def prompt_ids(self, url: str, messages: Sequence[ChatMessage]) -> list[int]:
-        from pipeline.llm.tokenizer import chat_tokenizer
-
-        return chat_tokenizer(self.gguf).prompt_ids(messages)
-
-    async def text_ids(self, url: str, text: str) -> list[int]:
-        from pipeline.llm.tokenizer import chat_tokenizer
-
-        return chat_tokenizer(self.gguf).ids(text)
-
-
-class VllmTokens:
-    """vLLM: ``POST /tokenize`` at the server's root (beside ``/v1``)."""
+class TokenizeEndpoint:
+    """``POST /tokenize`` at the server's root (beside ``/v1``), on the replica that served the call:
+    the chat messages under the server's own template, or a piece of text without special tokens
+    (vLLM's API; the stand-in server answers it too)."""
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -62,9 +46,3 @@ class VllmTokens:
 
     async def text_ids(self, url: str, text: str) -> list[int]:
         return await self._tokens(url, {"prompt": text, "add_special_tokens": False}) if text else []
-
-
-def endpoint_tokens(engine: str, model: str) -> TokenSource | None:
-    """An external server's token ids: vLLM answers ``/tokenize``; the others have no such endpoint
-    here (an external llama.cpp server's GGUF is not at hand)."""
-    return VllmTokens(model) if engine == "vllm" else None

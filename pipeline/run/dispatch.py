@@ -36,7 +36,7 @@ from pipeline.core.fault_injection import actor_env, crash_point
 from pipeline.core.specs import EpisodeSpec
 from pipeline.llm import verify_schema_enforcement
 from pipeline.llm.closing import aclose_caller
-from pipeline.llm.deployments import Deployment, ScriptedSpec, make_deployment
+from pipeline.llm.deployments import Deployment, make_deployment
 from pipeline.llm.placement import on_this_node
 from pipeline.run.actors import EpisodeActor, EpisodeAttemptError, EpisodeSummary, Meter, describe_error
 from pipeline.run.calls import CallFault
@@ -191,7 +191,7 @@ def check_schema_enforcement(job: JobConfig, deployments: Mapping[str, Deploymen
         return
     for name in sorted(names):
         deployment = deployments[name]
-        if isinstance(deployment.spec, ScriptedSpec) or not getattr(deployment.spec, "check_schema_enforcement", False):
+        if not getattr(deployment.spec, "check_schema_enforcement", False):  # served kinds only (ServedSpec)
             continue
         asyncio.run(_verify(deployment))
 

@@ -123,7 +123,7 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
         console.print(f"retrying {len(plan.retry)} episodes recorded as infrastructure failures by an earlier run")
     sweep, sweep_dir = plan.sweep, plan.sweep_dir
     if sweep.job.analysis.count_tokens and plan.todo:  # a tokenizer that cannot load fails here, not per episode
-        from pipeline.llm.tokenizer import chat_tokenizer
+        from pipeline.llm.counting import chat_tokenizer
 
         chat_tokenizer(sweep.job.analysis.count_tokens)
     console.print(f"sweep {sweep.sweep_id}: {len(sweep.cells)} cells, {len(sweep.episodes)} episodes, "

@@ -1,5 +1,6 @@
-"""A sweep's manifest as a run writes it at its start: resolved job (secrets redacted), versions,
-data checksums, prompt-template hashes, the benchmarks' catalogs, deployments, and a log of runs.
+"""A sweep's manifest as a run writes it at its start: resolved job (secrets redacted), the agents' cost
+models, versions, data checksums, prompt-template hashes, the benchmarks' catalogs, deployments, and a
+log of runs.
 Reading and later updates (MLflow run id, finishing steps) are :mod:`pipeline.store.manifest`'s."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from flowstate.methods.layout import layout_of, layout_sha256
 from pipeline.config.sweep import Sweep
 from pipeline.core.atomic import write_json_atomic
 from pipeline.core.catalog import CATALOGS
+from pipeline.run.models import agent_cost_models
 from pipeline.store.manifest import (
     FINISHED,
     MANIFEST,
@@ -48,6 +50,8 @@ def write_manifest(sweep: Sweep, sweep_dir: Path, *, job_path: Path, deployments
         "job_name": sweep.job.name,
         "job_file": str(job_path),
         "job": secrets.redact(sweep.job.model_dump(mode="json")),
+        # Each agent model's default cost model, declared by its deployment's kind (pipeline.core.cost).
+        "cost_models": {label: model.model_dump(mode="json") for label, model in agent_cost_models(sweep.job).items()},
         "created_at": previous.get("created_at", datetime.now(UTC).isoformat()),
         "code_version": code_version(),
         "prompt_templates_sha256": prompt_templates_hash(),

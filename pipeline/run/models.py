@@ -12,25 +12,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pipeline.run.scripted_policies  # noqa: F401 - registers the scripted fixtures in this process
 from flowstate import Embedder, Policy
+from pipeline.config.job import JobConfig
+from pipeline.core.cost import CostModel
 from pipeline.core.roles import ROLES, Role
 from pipeline.core.specs import EpisodeSpec, ModelUse, Sampling
-from pipeline.llm import SamplingParams
+from pipeline.llm import EngineProfile, SamplingParams
+from pipeline.llm.counting import CountingPolicy, chat_tokenizer, tokenizer_source
 from pipeline.llm.deployments import Deployment
 
-# The optional sampling settings, as each engine names them (OpenAI's own one goes to every engine).
-_OPENAI_SAMPLING = {"frequency_penalty": "frequency_penalty"}
-_EXTRA_SAMPLING = {"vllm": {**_OPENAI_SAMPLING, "top_k": "top_k", "min_p": "min_p",
-                            "repetition_penalty": "repetition_penalty"},
-                   "llamacpp": {**_OPENAI_SAMPLING, "top_k": "top_k", "min_p": "min_p",
-                                "repetition_penalty": "repeat_penalty"}}
 
-
-def sampling_params(sampling: Sampling, engine: str, seed: int | None) -> SamplingParams:
-    """The job's sampling as request parameters; thinking is switched per engine (vLLM's template kwarg)."""
-    extra: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": sampling.enable_thinking}} if engine == "vllm" else {}
-    for setting, name in _EXTRA_SAMPLING.get(engine, _OPENAI_SAMPLING).items():
+def sampling_params(sampling: Sampling, engine: EngineProfile, seed: int | None) -> SamplingParams:
+    """The job's sampling as request parameters, in the engine's names; the thinking switch where it
+    takes one."""
+    extra: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": sampling.enable_thinking}
+                             } if engine.thinking_switch else {}
+    for setting, name in engine.sampling_names.items():
         if getattr(sampling, setting) is not None:
             extra[name] = getattr(sampling, setting)
     return SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
@@ -69,11 +66,9 @@ class EpisodeModels:
         if isinstance(use, str):
             return None
         deployment = self.deployments[use.deployment]
-        engine = deployment.describe()["engine"]
+        engine = deployment.spec.profile()
         policy = deployment.policy(spec.episode_id, role, sampling_params(use.sampling, engine, spec.seed), context=spec)
-        if self.count_tokens and engine == "scripted":
-            from pipeline.llm.tokenizer import CountingPolicy, chat_tokenizer
-
+        if self.count_tokens and not engine.reports_usage:
             policy = CountingPolicy(policy, chat_tokenizer(self.count_tokens))
         return policy
 
@@ -88,3 +83,16 @@ class EpisodeModels:
         return self.deployments[spec.embeddings.deployment].embedder(spec.episode_id, "embeddings")
 
 
+def agent_cost_models(job: JobConfig) -> dict[str, CostModel]:
+    """The cost model of each agent model (by its label) whose deployment's kind measured one, or,
+    for calls no server counts, whose counting tokenizer has one (the manifest records them, so that
+    readers need no plug-in)."""
+    found = {}
+    for agent in job.agents:
+        spec = job.deployments[agent.deployment]
+        model = spec.cost_model()
+        if model is None and job.analysis.count_tokens and not spec.profile().reports_usage:
+            model = tokenizer_source(job.analysis.count_tokens).cost_model
+        if model is not None:
+            found[agent.name] = model
+    return found

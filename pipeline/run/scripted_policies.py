@@ -16,7 +16,7 @@ from typing import Any
 from flowstate import METHODS, ChatMessage, Completion, Policy
 from flowstate.methods.reasoningbank import EXTRACTION_HEADER, JUDGE_SYSTEM
 from pipeline.benchmarks.base import benchmark_of
-from pipeline.llm.deployments import SCRIPTED_POLICIES
+from pipeline.llm.scripted_policies import SCRIPTED_POLICIES
 
 
 def oracle_for(episode: Any) -> Policy:
@@ -25,7 +25,7 @@ def oracle_for(episode: Any) -> Policy:
     return benchmark_of(cell).oracle(cell, episode.task_id, METHODS.get(options.name), options)
 
 
-SCRIPTED_POLICIES["oracle"] = lambda session_id, role, episode: oracle_for(episode)
+SCRIPTED_POLICIES.register("oracle", lambda session_id, role, episode: oracle_for(episode))
 
 
 class CrashOncePolicy:
@@ -43,7 +43,7 @@ class CrashOncePolicy:
         return await self.inner.complete(messages, json_schema=json_schema)
 
 
-SCRIPTED_POLICIES["crash-once"] = lambda session_id, role, episode: CrashOncePolicy(episode)
+SCRIPTED_POLICIES.register("crash-once", lambda session_id, role, episode: CrashOncePolicy(episode))
 
 
 class UnchangedStatePolicy:
@@ -71,4 +71,4 @@ class UnchangedStatePolicy:
         return Completion(text=text, model="unchanged-state-fixture", finish_reason="stop")
 
 
-SCRIPTED_POLICIES["unchanged-state"] = lambda session_id, role, episode: UnchangedStatePolicy()
+SCRIPTED_POLICIES.register("unchanged-state", lambda session_id, role, episode: UnchangedStatePolicy())

@@ -113,6 +113,7 @@ class _Manifest(_Open):
     job_name: str | None = None
     job_file: str | None = None
     job: _Job = _Job()
+    cost_models: dict[str, CostModel] = {}  # each agent model's default, as the run recorded it
     created_at: str | None = None
     code_version: str | None = None
     versions: dict[str, Any] = {}

@@ -247,7 +247,7 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
         baseline = resolve_baseline(con, baseline or job_baseline(sweep_dir))
         cells = _cells(con)
         results = shipped_results(con, baseline)
-        metrics = cell_metrics(results, baseline, cost_models(manifest.get("job") or {}))
+        metrics = cell_metrics(results, baseline, cost_models(manifest))
         t = phase("queries (SQL)", started)
         experiment_id = runs.experiment_id(client, experiment or where.experiment)
         found = runs.find_parent(client, experiment_id, manifest["sweep_id"], manifest.get("mlflow_run_id"))

@@ -40,7 +40,7 @@ from flowstate import METHODS, ChatMessage
 from pipeline.cli.main import main
 from pipeline.config.job import load_job
 from pipeline.config.sweep import expand
-from pipeline.llm.stub_server import StubServer
+from pipeline.llm.kinds.replica_sim.server import StubServer
 from pipeline.run.dispatch import dispatch
 from pipeline.run.launch import run_sweep
 from pipeline.run.plan import plan_sweep

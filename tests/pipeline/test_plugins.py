@@ -159,7 +159,7 @@ def test_a_methods_own_model_and_embeddings_are_recorded_and_counted(ray_local, 
     """The recall method writes with the memory role and retrieves with the embeddings role, both on a
     real OpenAI-compatible server on 127.0.0.1 (the stand-in): every call lands in the messages table
     under its role, the method's own tokens count in #Tok on the steps they belong to, embeddings beside."""
-    from pipeline.llm.stub_server import StubServer
+    from pipeline.llm.kinds.replica_sim.server import StubServer
 
     with StubServer() as stub:
         job = {**JOB, "name": "recall", "methods": [{"name": "recall"}], "analysis": {},

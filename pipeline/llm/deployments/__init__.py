@@ -1,12 +1,7 @@
-"""Model deployments: specs (what a job asks for) and the running things they start, by kind."""
+"""Model deployments, whatever their kind: the spec bases, the running things they start, the replica
+actor and the registries of kinds. The kinds themselves are folders under :mod:`pipeline.llm.kinds`."""
 
-from pipeline.llm.deployments.commands import cli_flags, llamacpp_command, replica_options, vllm_command
-from pipeline.llm.deployments.deployment import (
-    Deployment,
-    EndpointDeployment,
-    ReplicatedDeployment,
-    ScriptedDeployment,
-)
+from pipeline.llm.deployments.deployment import Deployment, ReplicatedDeployment
 from pipeline.llm.deployments.registry import (
     DEPLOYMENT_KINDS,
     DeploymentSpec,
@@ -14,26 +9,11 @@ from pipeline.llm.deployments.registry import (
     register_deployment_kind,
 )
 from pipeline.llm.deployments.replica import ServerReplica
-from pipeline.llm.deployments.scripted import SCRIPTED_POLICIES, ScriptedFactory
-from pipeline.llm.deployments.specs import (
-    DeploymentSpecBase,
-    EndpointSpec,
-    LlamaCppSpec,
-    ScriptedSpec,
-    VllmSpec,
-    smollm2_gguf,
-)
-from pipeline.llm.deployments.wordllama import WordLlamaSpec
-
-register_deployment_kind(EndpointSpec, EndpointDeployment)
-register_deployment_kind(LlamaCppSpec, ReplicatedDeployment)
-register_deployment_kind(VllmSpec, ReplicatedDeployment)
-register_deployment_kind(ScriptedSpec, ScriptedDeployment)
-register_deployment_kind(WordLlamaSpec, ReplicatedDeployment)
+from pipeline.llm.deployments.servers import SERVER_KINDS, ServerKind, cli_flags, replica_options
+from pipeline.llm.deployments.specs import DeploymentSpecBase, ReplicatedSpec, ServedSpec
 
 __all__ = [
-    "DEPLOYMENT_KINDS", "SCRIPTED_POLICIES", "Deployment", "DeploymentSpec", "DeploymentSpecBase",
-    "EndpointDeployment", "EndpointSpec", "LlamaCppSpec", "ReplicatedDeployment", "ScriptedDeployment",
-    "ScriptedFactory", "ScriptedSpec", "ServerReplica", "VllmSpec", "WordLlamaSpec", "cli_flags", "llamacpp_command",
-    "make_deployment", "register_deployment_kind", "replica_options", "smollm2_gguf", "vllm_command",
+    "DEPLOYMENT_KINDS", "SERVER_KINDS", "Deployment", "DeploymentSpec", "DeploymentSpecBase", "ReplicatedDeployment",
+    "ReplicatedSpec", "ServedSpec", "ServerKind", "ServerReplica", "cli_flags", "make_deployment",
+    "register_deployment_kind", "replica_options",
 ]

@@ -7,7 +7,6 @@ passes it to episode actors, which call :meth:`Deployment.policy` in their own p
 from __future__ import annotations
 
 import abc
-import os
 import uuid
 from typing import Any
 
@@ -16,16 +15,13 @@ from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from flowstate.chat import Embedder, Policy
 from pipeline.llm.client import ChatClient, EmbeddingClient
-from pipeline.llm.deployments.commands import replica_options, server_kind
-from pipeline.llm.deployments.health import wait_until_ready
 from pipeline.llm.deployments.replica import ServerReplica
-from pipeline.llm.deployments.scripted import scripted_factory
-from pipeline.llm.deployments.specs import DeploymentSpecBase, EndpointSpec, ReplicatedSpec, ScriptedSpec
+from pipeline.llm.deployments.servers import replica_options, server_kind
+from pipeline.llm.deployments.specs import DeploymentSpecBase, ReplicatedSpec
 from pipeline.llm.errors import DeploymentStartError
 from pipeline.llm.placement import on_this_node
 from pipeline.llm.router import Router, RouterEndpoints
 from pipeline.llm.settings import SamplingParams
-from pipeline.llm.token_ids import endpoint_tokens
 
 
 class Deployment(abc.ABC):
@@ -70,50 +66,8 @@ class Deployment(abc.ABC):
         self.stop()
 
 
-class EndpointDeployment(Deployment):
-    spec: EndpointSpec
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The API key travels with the deployment to the episode actors, in Ray's actor-creation
-        arguments (held in memory): a Ray worker's environment is its node's, not the driver's."""
-        state = dict(self.__dict__)
-        if self.spec.api_key_env and os.environ.get(self.spec.api_key_env):
-            state["api_key"] = os.environ[self.spec.api_key_env]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Unpickled in an actor: the key goes into this process's environment, where the client
-        reads it at each call (as in the driver)."""
-        key = state.pop("api_key", None)
-        self.__dict__.update(state)
-        if key is not None and self.spec.api_key_env:
-            os.environ[self.spec.api_key_env] = key
-
-    def start(self) -> list[str]:
-        wait_until_ready(self.spec.base_url, self.spec.startup_timeout_s, exited=lambda: None,
-                         log_tail=lambda: "(external server: no log)", api_key_env=self.spec.api_key_env)
-        return [self.spec.base_url]
-
-    def policy(self, session_id: str, role: str = "agent", sampling: SamplingParams | None = None,
-               context: Any = None) -> Policy:
-        s = self.spec
-        return ChatClient(s.base_url, s.model, engine=s.engine, sampling=sampling or s.sampling,
-                          settings=s.client, api_key_env=s.api_key_env, limit_key=s.base_url,
-                          conversation=f"{session_id}/{role}", tokens=endpoint_tokens(s.engine, s.model))
-
-    def embedder(self, session_id: str, role: str = "embeddings") -> Embedder:
-        s = self.spec
-        return EmbeddingClient(s.base_url, s.model, settings=s.client, api_key_env=s.api_key_env,
-                               limit_key=s.base_url, conversation=f"{session_id}/{role}")
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": "endpoint", "engine": self.spec.engine, "engine_version": None,
-                "model": self.spec.model, "base_url": self.spec.base_url, "replicas": 1}
-
-
 class ReplicatedDeployment(Deployment):
-    """Servers of a registered server kind (llama.cpp, vLLM, ...) in ``ServerReplica`` actors
-    behind one ``Router`` actor."""
+    """Servers of a registered server kind in ``ServerReplica`` actors behind one ``Router`` actor."""
 
     spec: ReplicatedSpec
 
@@ -172,9 +126,9 @@ class ReplicatedDeployment(Deployment):
             raise NotImplementedError(f"this {self.spec.kind} deployment serves embeddings, not chat")
         conversation = f"{session_id}/{role}"
         return ChatClient(RouterEndpoints(self.router, conversation), self.spec.served_model(),
-                          engine=self.spec.kind, sampling=sampling or self.spec.sampling,
+                          profile=self.spec.profile(), sampling=sampling or self.spec.sampling,
                           settings=self.spec.client, limit_key=self._limit_key, conversation=conversation,
-                          tokens=server_kind(self.spec).token_source(self.spec))
+                          tokens=self.spec.token_source())
 
     def embedder(self, session_id: str, role: str = "embeddings") -> Embedder:
         if not self.urls:
@@ -187,7 +141,8 @@ class ReplicatedDeployment(Deployment):
 
     def describe(self) -> dict[str, Any]:
         first = self._described[0] if self._described else {}
-        return {"kind": self.spec.kind, "engine": self.spec.kind, "engine_distribution": first.get("engine_distribution"),
+        return {"kind": self.spec.kind, "engine": self.spec.engine_name(),
+                "engine_distribution": first.get("engine_distribution"),
                 "engine_version": first.get("engine_version"), "model": self.spec.served_model(),
                 "command": first.get("argv"), "replicas": self.spec.replicas,
                 "environment": [d.get("environment") for d in self._described],
@@ -213,20 +168,3 @@ _STOP_TIMEOUT_S = 30.0  # a replica gives its server 20 s to exit before killing
 
 def _cpus_gpus(resources: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in resources.items() if k in ("CPU", "GPU")}
-
-
-class ScriptedDeployment(Deployment):
-    spec: ScriptedSpec
-
-    def start(self) -> list[str]:
-        scripted_factory(self.spec.name)  # fail at start, not at the first episode
-        return []
-
-    def policy(self, session_id: str, role: str = "agent", sampling: SamplingParams | None = None,
-               context: Any = None) -> Policy:
-        """Scripted policies are deterministic: ``sampling`` does not apply."""
-        return scripted_factory(self.spec.name)(session_id, role, context)
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": "scripted", "engine": "scripted", "engine_version": None,
-                "model": self.spec.name, "replicas": 0}

@@ -15,10 +15,10 @@ from typing import Any
 
 import ray
 
-from pipeline.llm.deployments.commands import server_command, server_kind
-from pipeline.llm.deployments.health import wait_until_ready
+from pipeline.llm.deployments.servers import server_command, server_kind
 from pipeline.llm.deployments.specs import ReplicatedSpec
 from pipeline.llm.errors import DeploymentStartError
+from pipeline.llm.health import wait_until_ready
 
 _TAIL_BYTES = 4000
 

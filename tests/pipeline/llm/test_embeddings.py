@@ -10,8 +10,11 @@ import pytest
 
 from flowstate import Embedder
 from pipeline.llm import ClientSettings, EmbeddingClient, ModelUnavailableError, RetryPolicy, make_deployment
-from pipeline.llm.deployments import EndpointSpec, LlamaCppSpec, ScriptedSpec, VllmSpec, llamacpp_command, vllm_command
-from pipeline.llm.stub_server import StubServer
+from pipeline.llm.kinds.endpoint import EndpointSpec
+from pipeline.llm.kinds.llamacpp import LlamaCppSpec, llamacpp_command
+from pipeline.llm.kinds.replica_sim.server import StubServer
+from pipeline.llm.kinds.scripted import ScriptedSpec
+from pipeline.llm.kinds.vllm import VllmSpec, vllm_command
 
 FAST = ClientSettings(timeout_s=5.0, retry=RetryPolicy(max_attempts=2, initial_backoff_s=0.01, max_backoff_s=0.02))
 

@@ -23,7 +23,7 @@ from pipeline.llm import (
     SamplingParams,
 )
 from pipeline.llm.faults import FaultReport, reporting_faults
-from pipeline.llm.stub_server import Fault, FaultRate, FaultRates, StubServer
+from pipeline.llm.kinds.replica_sim.server import Fault, FaultRate, FaultRates, StubServer
 from pipeline.run.calls import CallLog
 
 HELLO = [ChatMessage(role="user", content="hello there model")]

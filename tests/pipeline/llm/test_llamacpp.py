@@ -19,14 +19,14 @@ import ray
 
 from flowstate.chat import ChatMessage, Completion, ContextOverflowError, Policy
 from pipeline.llm import (
-    ChatClient,
-    LlamaCppSpec,
     SamplingParams,
     SchemaNotEnforcedError,
     make_deployment,
     verify_schema_enforcement,
 )
+from pipeline.llm.closing import aclose_caller
 from pipeline.llm.deployments import ReplicatedDeployment
+from pipeline.llm.kinds.llamacpp import LlamaCppSpec
 from tests.listening import all_loopback, listening_addresses
 from tests.pipeline.llm.llamacpp import require_llamacpp
 
@@ -116,7 +116,7 @@ def test_two_replicas_start_healthy_and_are_described(llamacpp: ReplicatedDeploy
 def test_a_conversation_gets_real_token_counts_and_an_honest_cache_estimate(llamacpp: ReplicatedDeployment) -> None:
     policy = llamacpp.policy("tokens")
     completions = asyncio.run(converse(policy, 3))
-    asyncio.run(policy.aclose())  # type: ignore[attr-defined]
+    asyncio.run(aclose_caller(policy))
     prompts = [c.usage.prompt_tokens or 0 for c in completions]
     assert prompts[0] > 10 and prompts[0] < prompts[1] < prompts[2]
     assert all((c.usage.completion_tokens or 0) > 0 and c.text for c in completions)
@@ -145,13 +145,13 @@ def test_a_conversation_gets_real_token_counts_and_an_honest_cache_estimate(llam
 def test_the_tokenizer_counts_what_the_server_reports(llamacpp: ReplicatedDeployment) -> None:
     """``analysis.count_tokens: smollm2`` counts a prompt exactly as the server does (same vocabulary and
     chat template); a completion to within its end-of-turn token."""
-    from pipeline.llm.tokenizer import chat_tokenizer
+    from pipeline.llm.counting import chat_tokenizer
 
     tokenizer = chat_tokenizer("smollm2")
     policy = llamacpp.policy("counted")
     messages = [ChatMessage(role="system", content="You count."), QUESTION]
     completion = asyncio.run(policy.complete(messages))
-    asyncio.run(policy.aclose())  # type: ignore[attr-defined]
+    asyncio.run(aclose_caller(policy))
     assert completion.usage.prompt_tokens == len(tokenizer.prompt_ids(messages))
     assert abs((completion.usage.completion_tokens or 0) - tokenizer.count(completion.text)) <= 1
 
@@ -160,7 +160,7 @@ def test_a_prompt_beyond_the_context_window_is_a_context_overflow(llamacpp: Repl
     policy = llamacpp.policy("overflow")
     with pytest.raises(ContextOverflowError, match="maximum context length is 8192"):
         asyncio.run(policy.complete([ChatMessage(role="user", content="word " * 9000)]))
-    asyncio.run(policy.aclose())  # type: ignore[attr-defined]
+    asyncio.run(aclose_caller(policy))
 
 
 class IgnoresSchema:
@@ -180,21 +180,21 @@ def test_json_schema_is_really_enforced(llamacpp: ReplicatedDeployment) -> None:
     asyncio.run(verify_schema_enforcement(policy))
     with pytest.raises(SchemaNotEnforcedError):
         asyncio.run(verify_schema_enforcement(IgnoresSchema(policy)))
-    asyncio.run(policy.aclose())  # type: ignore[attr-defined]
+    asyncio.run(aclose_caller(policy))
 
 
-async def one_round(policies: list[ChatClient], question: ChatMessage = QUESTION) -> list[str]:
+async def one_round(policies: Sequence[Policy], question: ChatMessage = QUESTION) -> list[str]:
     completions = await asyncio.gather(*(p.complete([question]) for p in policies))
     return [str(c.served_by) for c in completions]
 
 
 def test_sessions_stick_to_a_replica_and_spread_over_both(llamacpp: ReplicatedDeployment) -> None:
     policies = [llamacpp.policy(f"episode-{i}") for i in range(4)]
-    first = asyncio.run(one_round(policies))  # type: ignore[arg-type]
+    first = asyncio.run(one_round(policies))
     assert Counter(first) == {url: 2 for url in llamacpp.urls}
-    assert asyncio.run(one_round(policies)) == first  # type: ignore[arg-type]
+    assert asyncio.run(one_round(policies)) == first
     for p in policies:
-        asyncio.run(p.aclose())  # type: ignore[attr-defined]
+        asyncio.run(aclose_caller(p))
 
 
 @ray.remote(num_cpus=0)
@@ -205,10 +205,10 @@ def served_by_from_a_worker(deployment: ReplicatedDeployment, session: str) -> s
 def test_a_deployment_pickles_to_workers_and_sessions_stick_across_processes(
     llamacpp: ReplicatedDeployment,
 ) -> None:
-    here = asyncio.run(one_round([llamacpp.policy("shared-episode")]))  # type: ignore[list-item]
+    here = asyncio.run(one_round([llamacpp.policy("shared-episode")]))
     there = ray.get([served_by_from_a_worker.remote(llamacpp, "shared-episode") for _ in range(2)])
     assert there == here * 2
-    asyncio.run(llamacpp.policy("shared-episode").aclose())  # type: ignore[attr-defined]
+    asyncio.run(aclose_caller(llamacpp.policy("shared-episode")))
 
 
 def test_failover_actor_death_and_stop_leave_nothing_behind(ray_local: None) -> None:
@@ -217,11 +217,11 @@ def test_failover_actor_death_and_stop_leave_nothing_behind(ray_local: None) -> 
         described = ray.get([r.describe.remote() for r in deployment.replicas])
         servers = [d["server_pid"] for d in described]
         policies = [deployment.policy(f"episode-{i}") for i in range(4)]
-        first = asyncio.run(one_round(policies))  # type: ignore[arg-type]
+        first = asyncio.run(one_round(policies))
         victim, survivor = deployment.urls
 
         async def kill_mid_round() -> list[str]:
-            pending = asyncio.ensure_future(one_round(policies, LONG_QUESTION))  # type: ignore[arg-type]
+            pending = asyncio.ensure_future(one_round(policies, LONG_QUESTION))
             await asyncio.sleep(0.3)
             os.kill(servers[0], signal.SIGKILL)
             return await pending
@@ -229,7 +229,7 @@ def test_failover_actor_death_and_stop_leave_nothing_behind(ray_local: None) -> 
         after = asyncio.run(kill_mid_round())
         assert victim in first and after == [survivor] * 4
         assert ray.get(deployment.router.snapshot.remote())["dead"] == [victim]
-        assert asyncio.run(one_round(policies)) == [survivor] * 4  # type: ignore[arg-type]
+        assert asyncio.run(one_round(policies)) == [survivor] * 4
 
         # The replica actor dies without cleanup: its supervisor takes the server down.
         ray.kill(deployment.replicas[1])

@@ -16,12 +16,11 @@ import pytest
 import ray
 
 from flowstate.chat import ChatMessage, Completion
-from pipeline.llm import ChatClient, Router, RouterEndpoints
-from pipeline.llm.deployments import SCRIPTED_POLICIES, make_deployment
-from pipeline.llm.replica_sim import ReplicaSettings, sim_token_ids
-from pipeline.llm.replica_sim_kind import ReplicaSimSpec, ScriptedOutputs
-from pipeline.llm.stub_server import RawConnection, StubServer
-from pipeline.llm.token_ids import VllmTokens
+from pipeline.llm import SCRIPTED_POLICIES, ChatClient, Router, RouterEndpoints, make_deployment
+from pipeline.llm.kinds.replica_sim import ReplicaSimSpec, ScriptedOutputs
+from pipeline.llm.kinds.replica_sim.engine import ReplicaSettings, sim_token_ids
+from pipeline.llm.kinds.replica_sim.server import RawConnection, StubServer
+from pipeline.llm.token_ids import TokenizeEndpoint
 
 # Tiny blocks and a clock running 1,000 times faster than real time keep every test short.
 FAST = ReplicaSettings(block_tokens=4, cache_tokens=4096, max_model_len=4096, time_scale=0.001)
@@ -212,7 +211,7 @@ def test_a_sticky_conversation_finds_its_prefix_on_its_replica(ray_local: None) 
     with StubServer(replica=FAST) as a, StubServer(replica=FAST) as b:
         router = Router.remote("/v1/models", a.url, b.url, seed=0)
         try:
-            policy = ChatClient(RouterEndpoints(router, "episode-1/agent"), "m", tokens=VllmTokens("m"))
+            policy = ChatClient(RouterEndpoints(router, "episode-1/agent"), "m", tokens=TokenizeEndpoint("m"))
             completions = asyncio.run(conversation(policy, 8))
         finally:
             ray.kill(router)
@@ -237,13 +236,13 @@ class Steps:
 
 @pytest.mark.slow
 def test_simulated_replicas_as_a_deployment_with_least_loaded_routing(ray_local: None, tmp_path: Path) -> None:
-    SCRIPTED_POLICIES["test-steps"] = lambda session_id, role, context: Steps()
+    SCRIPTED_POLICIES.register("test-steps", lambda session_id, role, context: Steps())
     spec = ReplicaSimSpec(replicas=2, routing="least_loaded", script="test-steps", stats_dir=tmp_path, replica=FAST,
                           startup_timeout_s=60)
     with make_deployment(spec) as deployment:
         assert isinstance(deployment.policy("episode-1", "judge"), ChatClient)  # only the agent follows the script
         policy = deployment.policy("episode-1")
-        assert isinstance(policy, ScriptedOutputs) and isinstance(policy.client.tokens, VllmTokens)
+        assert isinstance(policy, ScriptedOutputs) and isinstance(policy.client.tokens, TokenizeEndpoint)
         completions = asyncio.run(conversation(policy, 8))
     # Its own replica counts the conversation, so the other one is less loaded: it alternates, and
     # the script, which lives with the conversation, goes on wherever the call lands.
@@ -265,7 +264,7 @@ def test_the_routing_switch_enters_no_episode_id() -> None:
     from pipeline.config.sweep import expand
 
     def job(routing: str) -> dict[str, Any]:
-        return {"name": "routing", "plugins": ["pipeline.llm.replica_sim_kind"],
+        return {"name": "routing", "plugins": ["pipeline.llm.kinds.replica_sim"],
                 "benchmarks": [{"benchmark": "taubench", "domain": "airline", "limit": 2}],
                 "methods": [{"name": "flowstate"}], "agents": [{"deployment": "sim"}],
                 "user_simulator": "scripted", "judge": "none",

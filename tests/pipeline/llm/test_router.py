@@ -21,7 +21,7 @@ from pipeline.llm import (
     RouterEndpoints,
     RoutingTable,
 )
-from pipeline.llm.stub_server import StubServer
+from pipeline.llm.kinds.replica_sim.server import StubServer
 
 URLS = ["http://a/v1", "http://b/v1", "http://c/v1"]
 

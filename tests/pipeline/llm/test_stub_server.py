@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.llm.stub_server import RawConnection, StubServer
+from pipeline.llm.kinds.replica_sim.server import RawConnection, StubServer
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "one two three"}]}
 

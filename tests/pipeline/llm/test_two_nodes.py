@@ -17,9 +17,9 @@ import ray
 
 from flowstate.chat import ChatMessage
 from pipeline.llm.deployments import make_deployment
+from pipeline.llm.kinds.replica_sim import ReplicaSimSpec
+from pipeline.llm.kinds.replica_sim.engine import ReplicaSettings
 from pipeline.llm.placement import on_this_node
-from pipeline.llm.replica_sim import ReplicaSettings
-from pipeline.llm.replica_sim_kind import ReplicaSimSpec
 from pipeline.testing.cluster import actor_processes, descendants, kill_node, raylet
 from tests.conftest import start_ray
 

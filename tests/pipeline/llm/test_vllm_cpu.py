@@ -23,7 +23,8 @@ from mlflow import MlflowClient
 
 from flowstate import ChatMessage, Completion
 from pipeline.llm.client import ChatClient
-from pipeline.llm.deployments import ReplicatedDeployment, VllmSpec
+from pipeline.llm.deployments import ReplicatedDeployment
+from pipeline.llm.kinds.vllm import VLLM, VllmSpec
 from pipeline.llm.placement import on_this_node
 from pipeline.llm.router import Router, RouterEndpoints
 from pipeline.run.launch import SweepResult, run_sweep
@@ -171,7 +172,7 @@ def test_sticky_routing_reuses_each_conversation_prefix_and_least_loaded_does_no
     # The same servers behind a router without affinity (fresh conversations: nothing of theirs cached)
     router = Router.options(scheduling_strategy=on_this_node()).remote(
         "/health", *two_replicas.urls, routing="least_loaded", seed=ROUTER_SEED)
-    clients = [ChatClient(RouterEndpoints(router, f"least-loaded-{k}"), "smollm2", engine="vllm",
+    clients = [ChatClient(RouterEndpoints(router, f"least-loaded-{k}"), "smollm2", profile=VLLM,
                           sampling=two_replicas.spec.sampling) for k in range(CONVERSATIONS)]
     replies = asyncio.run(_converse(clients))
     ray.kill(router)

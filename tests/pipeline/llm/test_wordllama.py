@@ -15,10 +15,10 @@ import ray
 
 from pipeline.config.job import JobConfig
 from pipeline.llm import DeploymentStartError, EmbeddingClient, make_deployment
-from pipeline.llm.deployments import WordLlamaSpec, replica_options
-from pipeline.llm.deployments.wordllama import server_command
-from pipeline.llm.deployments.wordllama.model import MODELS, ModelFileError, TextEmbedder, verified_file
-from pipeline.llm.deployments.wordllama.server import EmbeddingsApp
+from pipeline.llm.deployments import replica_options
+from pipeline.llm.kinds.wordllama import WordLlamaSpec, server_command
+from pipeline.llm.kinds.wordllama.model import MODELS, ModelFileError, TextEmbedder, verified_file
+from pipeline.llm.kinds.wordllama.server import EmbeddingsApp
 from tests.conftest import DATA_DIR, REPO_ROOT
 from tests.listening import all_loopback, listening_addresses
 
@@ -36,7 +36,7 @@ def test_a_changed_model_file_is_refused(monkeypatch, tmp_path):
     files = MODELS["l2_supercat"]
     (tmp_path / "weights").mkdir()
     (tmp_path / files.weights).write_bytes(b"not the weights")
-    monkeypatch.setattr("pipeline.llm.deployments.wordllama.model._package_dir", lambda: tmp_path)
+    monkeypatch.setattr("pipeline.llm.kinds.wordllama.model._package_dir", lambda: tmp_path)
     with pytest.raises(ModelFileError, match="expected 64b47a2d"):
         verified_file(files.weights, files.weights_sha256)
     with pytest.raises(ModelFileError, match="is missing"):
@@ -61,7 +61,7 @@ def test_the_spec_identifies_model_dimension_and_files_and_refuses_chat_roles():
                                "weights_sha256": MODELS["l2_supercat"].weights_sha256,
                                "tokenizer_sha256": MODELS["l2_supercat"].tokenizer_sha256}
     argv = server_command(spec, "127.0.0.1", 9000, python="/env/bin/python")
-    assert argv[:3] == ["/env/bin/python", "-m", "pipeline.llm.deployments.wordllama.server"]
+    assert argv[:3] == ["/env/bin/python", "-m", "pipeline.llm.kinds.wordllama.server"]
     assert argv[argv.index("--dim") + 1] == "64" and replica_options(spec)["num_cpus"] == 0.0
     job = {"name": "j", "benchmarks": [{"benchmark": "taubench", "domain": "airline"}], "methods": [{"name": "flowstate"}],
            "agents": [{"deployment": "words"}], "deployments": {"words": {"kind": "wordllama"}}}

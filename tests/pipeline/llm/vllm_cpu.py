@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.llm.deployments.vllm_models import SMOLLM2, local_model
-from pipeline.llm.deployments.vllm_setup import cpu_unsupported
 from pipeline.llm.errors import DeploymentStartError
+from pipeline.llm.kinds.vllm.cpu_setup import cpu_unsupported
+from pipeline.llm.kinds.vllm.models import SMOLLM2, local_model
 from tests.conftest import REPO_ROOT
 
 # The CPU backend's KV-cache block (vLLM's default there): cached-token figures come in whole blocks.

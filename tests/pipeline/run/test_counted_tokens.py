@@ -14,7 +14,7 @@ from flowstate import ChatMessage, Completion, TokenUsage
 from pipeline.cli.main import main
 from pipeline.config.job import load_job
 from pipeline.config.sweep import expand
-from pipeline.llm.tokenizer import CountingPolicy, TokenizerError, chat_tokenizer
+from pipeline.llm.counting import CountingPolicy, TokenizerError, chat_tokenizer
 from pipeline.run.launch import run_sweep
 from tests.pipeline.llm.llamacpp import require_llamacpp
 from tests.pipeline.run.test_run import table, write_job

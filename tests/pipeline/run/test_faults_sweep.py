@@ -16,7 +16,7 @@ from pipeline.analysis.query import connect, run_query
 from pipeline.cli.show import load_episode, render
 from pipeline.config.job import load_job
 from pipeline.config.sweep import expand
-from pipeline.llm.stub_server import Fault, FaultRate, FaultRates, StubServer
+from pipeline.llm.kinds.replica_sim.server import Fault, FaultRate, FaultRates, StubServer
 from pipeline.run.launch import run_sweep
 from pipeline.store.files import table_files
 from pipeline.store.verify import verify_sweep

@@ -27,19 +27,24 @@ def test_the_agents_prompt_budget_is_its_context_length_minus_the_completion_bud
 
 def test_sampling_beyond_openai_is_sent_in_each_engines_own_names_and_only_when_set() -> None:
     from pipeline.core.specs import Sampling
+    from pipeline.llm import ENGINE_PROFILES
     from pipeline.run.models import sampling_params
 
+    def extra(sampling: Sampling, engine: str) -> dict[str, object]:
+        return sampling_params(sampling, ENGINE_PROFILES.get(engine), 3).extra_body
+
     plain = Sampling(temperature=0.1, max_tokens=64)
-    assert sampling_params(plain, "llamacpp", 3).extra_body == {}
-    assert sampling_params(plain, "vllm", 3).extra_body == {"chat_template_kwargs": {"enable_thinking": False}}
+    assert extra(plain, "llamacpp") == {}
+    assert extra(plain, "vllm") == {"chat_template_kwargs": {"enable_thinking": False}}
     assert "top_k" not in plain.model_dump()  # unset: no part of any id
     like_llamacpp = Sampling(temperature=0.1, max_tokens=64, top_k=40, min_p=0.05, repetition_penalty=1.1)
-    assert sampling_params(like_llamacpp, "vllm", 3).extra_body == {
+    assert extra(like_llamacpp, "vllm") == {
         "chat_template_kwargs": {"enable_thinking": False}, "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1}
-    assert sampling_params(like_llamacpp, "llamacpp", 3).extra_body == {"top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1}
+    assert extra(like_llamacpp, "llamacpp") == {"top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1}
     penalised = Sampling(temperature=0.1, max_tokens=64, top_k=40, frequency_penalty=0.5)
-    assert sampling_params(penalised, "openai", 3).extra_body == {"frequency_penalty": 0.5}  # OpenAI's own: sent everywhere
-    assert sampling_params(penalised, "vllm", 3).extra_body["frequency_penalty"] == 0.5
+    assert extra(penalised, "openai") == {"frequency_penalty": 0.5}  # OpenAI's own: sent everywhere
+    assert extra(penalised, "scripted") == {"frequency_penalty": 0.5}  # a kind's profile that says nothing more
+    assert extra(penalised, "vllm")["frequency_penalty"] == 0.5
     assert penalised.model_dump()["frequency_penalty"] == 0.5 and "min_p" not in penalised.model_dump()
 
 

@@ -20,7 +20,7 @@ import yaml
 from pipeline.cli.show import load_episode, render
 from pipeline.config.job import load_job
 from pipeline.config.sweep import expand
-from pipeline.llm.stub_server import StubServer
+from pipeline.llm.kinds.replica_sim.server import StubServer
 from pipeline.run.launch import run_sweep
 from pipeline.store.claim import claim_path
 from pipeline.store.compact import compact

@@ -18,7 +18,7 @@ from pipeline.config.sweep import expand
 from pipeline.core.atomic import write_bytes_atomic
 from pipeline.core.disk_full import StorageError, storage_failure
 from pipeline.core.fault_injection import FAULT_WRITE_ENV
-from pipeline.llm.stub_server import StubServer
+from pipeline.llm.kinds.replica_sim.server import StubServer
 from pipeline.run.launch import run_sweep
 from pipeline.store.reader import finished_episodes
 from pipeline.store.verify import verify_sweep

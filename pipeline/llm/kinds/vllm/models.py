@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 from pipeline.core.data import cache_root, sha256_file
-from pipeline.llm.deployments.specs import smollm2_gguf
 from pipeline.llm.errors import DeploymentStartError
+from pipeline.llm.kinds.llamacpp.model import smollm2_gguf
 
 MODELS_ENV_VAR = "FLOWSTATE_MODELS"
 SMOLLM2 = "smollm2"

@@ -1,4 +1,5 @@
-"""WordLlama behind an OpenAI-compatible ``/v1/embeddings``: the embedded default's embedding model.
+"""``kind: wordllama``: WordLlama behind an OpenAI-compatible ``/v1/embeddings``, the embedded default's
+embedding model.
 
 WordLlama (MIT, ``wordllama`` on PyPI) is a table of token embeddings taken from an LLM and trained
 for sentence similarity; a text's embedding is the mean of its tokens' rows. The wheel carries the
@@ -14,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from pipeline.llm.deployments.commands import ServerKind, register_server_kind
-from pipeline.llm.deployments.specs import ReplicatedSpec
-from pipeline.llm.deployments.wordllama.model import MODELS, WordLlamaModel
+from pipeline.llm.deployments import ReplicatedDeployment, ReplicatedSpec, ServerKind, register_deployment_kind
+from pipeline.llm.engines import EngineProfile
+from pipeline.llm.kinds.wordllama.model import MODELS, WordLlamaModel
 
 
 class WordLlamaSpec(ReplicatedSpec):
@@ -41,11 +42,11 @@ class WordLlamaSpec(ReplicatedSpec):
 
 
 def server_command(spec: WordLlamaSpec, host: str, port: int, python: str = sys.executable) -> list[str]:
-    return [python, "-m", "pipeline.llm.deployments.wordllama.server", "--host", host, "--port", str(port),
+    return [python, "-m", "pipeline.llm.kinds.wordllama.server", "--host", host, "--port", str(port),
             "--model", spec.model, "--dim", str(spec.dim), "--served-model-name", spec.served_model()]
 
 
-register_server_kind("wordllama", ServerKind(server_command, lambda spec: {"num_cpus": spec.num_cpus},
-                                             "/health", ("wordllama",)))
+register_deployment_kind(WordLlamaSpec, ReplicatedDeployment, EngineProfile(name="wordllama"),
+                         ServerKind(server_command, lambda spec: {"num_cpus": spec.num_cpus}, "/health", ("wordllama",)))
 
 __all__ = ["WordLlamaSpec", "server_command"]

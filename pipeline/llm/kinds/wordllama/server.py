@@ -1,6 +1,6 @@
 """The embeddings server: OpenAI's ``/v1/embeddings`` and ``/v1/models`` over :class:`TextEmbedder`.
 
-``python -m pipeline.llm.deployments.wordllama.server --port 8000`` serves on 127.0.0.1. Requests
+``python -m pipeline.llm.kinds.wordllama.server --port 8000`` serves on 127.0.0.1. Requests
 are answered on the event loop (a batch of 32 takes milliseconds; a thread pool would cost more
 than it saves). Errors have OpenAI's shape, so clients report them like any other server's.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import uvicorn
 
 from pipeline.llm.asgi import read_body, send_json
-from pipeline.llm.deployments.wordllama.model import MODELS, TextEmbedder
+from pipeline.llm.kinds.wordllama.model import MODELS, TextEmbedder, WordLlamaModel
 
 
 def _error(status: int, message: str, param: str | None = None) -> tuple[int, dict[str, Any]]:
@@ -34,6 +34,7 @@ class EmbeddingsApp:
         if scope["type"] != "http":
             return
         path, method = scope["path"], scope["method"]
+        body: dict[str, Any]
         if method == "GET" and path == "/health":
             status, body = 200, {"status": "ok"}
         elif method == "GET" and path == "/v1/models":
@@ -69,9 +70,9 @@ class EmbeddingsApp:
                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
-def serve(host: str, port: int, model: str, dim: int, served_model: str) -> None:
-    app = EmbeddingsApp(TextEmbedder(model, dim), served_model)  # type: ignore[arg-type]
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY, see stub_server
+def serve(host: str, port: int, model: WordLlamaModel, dim: int, served_model: str) -> None:
+    app = EmbeddingsApp(TextEmbedder(model, dim), served_model)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY, see replica_sim.server
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     config = uvicorn.Config(app, interface="asgi3", log_level="warning", lifespan="off", access_log=False)

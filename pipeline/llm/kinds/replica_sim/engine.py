@@ -1,6 +1,6 @@
 """One simulated GPU replica: a vLLM-like prefix cache and continuous batching on a scaled clock.
 
-The stand-in server's replica mode (:class:`pipeline.llm.stub_server.StubServer` with ``replica=``)
+The stand-in server's replica mode (:class:`pipeline.llm.kinds.replica_sim.server.StubServer` with ``replica=``)
 puts every chat call through a :class:`SimulatedReplica`, so that sweeps can be planned at cluster
 scale without GPUs: the calls take the time the modelled engine would take, and the reply reports
 ``usage.prompt_tokens_details.cached_tokens`` as vLLM does.

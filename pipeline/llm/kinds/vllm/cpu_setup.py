@@ -1,6 +1,6 @@
 """The set-up steps of vLLM on the CPU that need this project (``scripts/setup-vllm-cpu.sh`` runs them):
 
-``python -m pipeline.llm.deployments.vllm_setup check``: say why vLLM's CPU build cannot run on this
+``python -m pipeline.llm.kinds.vllm.cpu_setup check``: say why vLLM's CPU build cannot run on this
 machine (exit 1), if so; ``... prepare --python ENGINE_PYTHON``: convert SmolLM2 for vLLM into the cache.
 """
 
@@ -10,8 +10,8 @@ import argparse
 import platform
 from pathlib import Path
 
-from pipeline.llm.deployments.vllm_models import SMOLLM2, prepare_smollm2
 from pipeline.llm.errors import DeploymentStartError
+from pipeline.llm.kinds.vllm.models import SMOLLM2, prepare_smollm2
 
 
 def cpu_flags(cpuinfo: str) -> set[str]:
@@ -36,7 +36,7 @@ def cpu_unsupported(machine: str | None = None, cpuinfo: str | None = None) -> s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.llm.deployments.vllm_setup")
+    parser = argparse.ArgumentParser(prog="python -m pipeline.llm.kinds.vllm.cpu_setup")
     parser.add_argument("action", choices=["check", "prepare"],
                         help="check: say why vLLM's CPU build cannot run here (exit 1), if so; prepare: convert SmolLM2")
     parser.add_argument("--python", type=Path, help="prepare: the interpreter of the environment that has vLLM")

@@ -15,6 +15,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from flowstate.errors import FlowStateError
+
 WordLlamaModel = Literal["l2_supercat"]
 
 
@@ -40,7 +42,7 @@ MODELS: dict[str, ModelFiles] = {
 }
 
 
-class ModelFileError(RuntimeError):
+class ModelFileError(FlowStateError, RuntimeError):
     """A model file is missing or is not the pinned one."""
 
 

@@ -1,7 +1,7 @@
 """``kind: replica_sim``: simulated GPU replicas behind the real router, for planning at cluster scale.
 
-A plug-in module (name it under a job's ``plugins:``): each replica is the stand-in server in
-replica mode (:mod:`pipeline.llm.replica_sim`) in its own process, run by a ``ServerReplica`` actor
+Each replica is the stand-in server (:mod:`.server`) in replica mode, whose simulated engine
+(:mod:`.engine`) takes the time a GPU would, in its own process, run by a ``ServerReplica`` actor
 behind the deployment's ``Router``, as vLLM replicas are; the client gets cached tokens in vLLM's
 shape and exact token ids from the replica's vLLM-like ``/tokenize``, so a sweep records cached
 tokens, reusable prefixes and physical limits as it would on vLLM.
@@ -25,14 +25,13 @@ from pydantic import Field
 
 from flowstate.chat import ChatMessage, Completion, Policy, SamplingOverride
 from pipeline.llm.client import ChatClient
-from pipeline.llm.deployments import ReplicatedDeployment, register_deployment_kind
-from pipeline.llm.deployments.commands import ServerKind, register_server_kind
-from pipeline.llm.deployments.scripted import scripted_factory
-from pipeline.llm.deployments.specs import ReplicatedSpec
-from pipeline.llm.replica_sim import ReplicaSettings
+from pipeline.llm.deployments import ReplicatedDeployment, ReplicatedSpec, ServerKind, register_deployment_kind
+from pipeline.llm.engines import EngineProfile
+from pipeline.llm.kinds.replica_sim.engine import ReplicaSettings
+from pipeline.llm.kinds.replica_sim.server import FIXTURE_OUTPUT
+from pipeline.llm.scripted_policies import SCRIPTED_POLICIES
 from pipeline.llm.settings import SamplingParams
-from pipeline.llm.stub_server import FIXTURE_OUTPUT
-from pipeline.llm.token_ids import VllmTokens
+from pipeline.llm.token_ids import TokenizeEndpoint, TokenSource
 
 
 class ReplicaSimSpec(ReplicatedSpec):
@@ -57,6 +56,10 @@ class ReplicaSimSpec(ReplicatedSpec):
 
     def served_model(self) -> str:
         return self.model
+
+    def token_source(self) -> TokenSource | None:
+        """The replica's vLLM-like ``/tokenize``."""
+        return TokenizeEndpoint(self.served_model())
 
 
 class ScriptedOutputs:
@@ -85,7 +88,7 @@ class ReplicaSimDeployment(ReplicatedDeployment):
 
     def start(self) -> list[str]:
         if self.spec.script is not None:
-            scripted_factory(self.spec.script)  # fail at start, not at the first episode
+            SCRIPTED_POLICIES.get(self.spec.script)  # fail at start, not at the first episode
         return super().start()
 
     def policy(self, session_id: str, role: str = "agent", sampling: SamplingParams | None = None,
@@ -95,15 +98,17 @@ class ReplicaSimDeployment(ReplicatedDeployment):
         if self.spec.script is None or role != "agent":
             return client
         assert isinstance(client, ChatClient)
-        return ScriptedOutputs(client, scripted_factory(self.spec.script)(session_id, role, context))
+        return ScriptedOutputs(client, SCRIPTED_POLICIES.get(self.spec.script)(session_id, role, context))
 
 
 def server_command(spec: ReplicaSimSpec, host: str, port: int, python: str = sys.executable) -> list[str]:
     stats = ["--stats-out", str(spec.stats_dir / f"replica-{host}-{port}.json")] if spec.stats_dir is not None else []
-    return [python, "-m", "pipeline.llm.stub_server", "--host", host, "--port", str(port), "--model", spec.model,
+    return [python, "-m", "pipeline.llm.kinds.replica_sim.server", "--host", host, "--port", str(port), "--model", spec.model,
             "--replica", spec.replica.model_dump_json(), "--fixture-outputs", *stats]
 
 
-register_server_kind("replica_sim", ServerKind(server_command, lambda spec: {"num_cpus": spec.num_cpus}, "/v1/models",
-                                               ("flowstate",), token_source=lambda spec: VllmTokens(spec.served_model())))
-register_deployment_kind(ReplicaSimSpec, ReplicaSimDeployment)
+# Answers like vLLM (cached tokens in usage, /tokenize), but takes nothing beyond the OpenAI API.
+register_deployment_kind(ReplicaSimSpec, ReplicaSimDeployment, EngineProfile(name="replica_sim"),
+                         ServerKind(server_command, lambda spec: {"num_cpus": spec.num_cpus}, "/v1/models", ("flowstate",)))
+
+__all__ = ["ReplicaSimDeployment", "ReplicaSimSpec", "ScriptedOutputs"]

@@ -1,4 +1,5 @@
-"""A stand-in OpenAI-compatible server on 127.0.0.1 for tests and benchmarks.
+"""The stand-in OpenAI-compatible server: each simulated replica of ``kind: replica_sim``, and the model
+server of tests and benchmarks.
 
 A real HTTP server (uvicorn with a bare ASGI app, one event loop: no thread per request) speaking
 ``/v1/chat/completions``, ``/v1/embeddings`` and ``/v1/models``. Replies come from a pluggable async responder; a
@@ -12,12 +13,12 @@ each word hashed into one of ``embedding_dims`` buckets, the counts L2-normalise
 words are similar, which is all a retrieval test needs).
 
 **Replica mode** (``replica=ReplicaSettings(...)``): the server stands for one GPU replica. Every
-chat call goes through a simulated engine (:mod:`pipeline.llm.replica_sim`: prefix cache, continuous
-batching, latencies on a scaled clock) and reports ``usage.prompt_tokens_details.cached_tokens`` as
-vLLM does; tokens are :func:`~pipeline.llm.replica_sim.sim_token_ids`, in ``usage``, in ``/tokenize``
-and in the cache alike; ``GET /sim/stats`` returns the engine's figures.
+chat call goes through a simulated engine (:mod:`.engine`: prefix cache, continuous batching, latencies
+on a scaled clock) and reports ``usage.prompt_tokens_details.cached_tokens`` as vLLM does; tokens are
+:func:`~.engine.sim_token_ids`, in ``usage``, in ``/tokenize`` and in the cache alike; ``GET /sim/stats``
+returns the engine's figures.
 
-``python -m pipeline.llm.stub_server --delay 0.2`` runs it in its own process (benchmarks);
+``python -m pipeline.llm.kinds.replica_sim.server --delay 0.2`` runs it in its own process (benchmarks);
 ``--replica '{"time_scale": 4}'`` in replica mode, ``--fixture-outputs`` answering what each request
 asks for in its ``fixture_output`` field (a scripted agent's output, which the server then plays),
 ``--faults '{"seed": 1, "rates": [{"fault": {"kind": "status", "status": 503}, "rate": 0.05}]}'`` failing calls.
@@ -47,7 +48,7 @@ import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pipeline.llm.asgi import read_body, send_json
-from pipeline.llm.replica_sim import ReplicaSettings, SimulatedReplica, sim_token_ids
+from pipeline.llm.kinds.replica_sim.engine import ReplicaSettings, SimulatedReplica, sim_token_ids
 
 # messages, whole request body -> reply text (None: a reply whose content is null).
 Responder = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str | None]]
@@ -265,7 +266,8 @@ class StubServer:
         self._fault = None
 
     def _take_fault(self, body: dict[str, Any]) -> Fault | None:
-        conversation = body.get("user") if isinstance(body.get("user"), str) else ""
+        user = body.get("user")
+        conversation = user if isinstance(user, str) else ""
         n = self._calls[conversation]
         self._calls[conversation] += 1
         fault = self._fault
@@ -282,6 +284,9 @@ class StubServer:
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """A bare ASGI app: a framework's routing and request objects would halve the capacity."""
         path, method = scope["path"], scope["method"]
+        status: int
+        body: dict[str, Any] | bytes | CutShort
+        headers: dict[str, str]
         if method == "GET" and path == "/v1/models":
             status, body, headers = 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}, {}
         elif method == "POST" and path == "/v1/chat/completions":

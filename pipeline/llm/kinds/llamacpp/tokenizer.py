@@ -1,0 +1,89 @@
+"""A GGUF file's own tokenizer, offline: its vocabulary and chat template, as llama.cpp's server applies them.
+
+Two uses: exact prefix accounting of llama.cpp replicas (:class:`LocalTokens`: llama-cpp-python's
+tokenize endpoint applies no chat template), and counting the tokens of calls no server counts
+(registered as the tokenizers ``smollm2``, the embedded default's model, and ``.gguf``, any GGUF
+file: :mod:`pipeline.llm.counting`). The chat template is the one the GGUF carries, applied as
+llama-cpp-python's server applies it (its Jinja formatter; the beginning-of-sequence token added
+unless the template adds it), so a count here is what that server would report for the same messages.
+"""
+
+from __future__ import annotations
+
+import atexit
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flowstate import ChatMessage
+from pipeline.llm.counting import TokenizerError
+from pipeline.llm.kinds.llamacpp.model import smollm2_gguf
+
+if TYPE_CHECKING:  # llama-cpp-python is optional (the `cpu` extra): imported where a tokenizer is loaded
+    from llama_cpp.llama_types import ChatCompletionRequestMessage
+
+
+class GgufTokenizer:
+    def __init__(self, gguf: Path) -> None:
+        try:
+            import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:
+            raise TokenizerError("counting tokens needs llama-cpp-python (the `cpu` extra, see README)") from exc
+        if not gguf.is_file():
+            raise TokenizerError(f"no GGUF file at {gguf}")
+        self.name = gguf.stem
+        self._llama = llama_cpp.Llama(str(gguf), vocab_only=True, verbose=False)
+        atexit.register(self._llama.close)  # before interpreter shutdown, when its destructor would fail
+        template = self._llama.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise TokenizerError(f"{gguf} carries no chat template")
+        special = self._llama.detokenize
+        self._format = Jinja2ChatFormatter(template=template, eos_token=special([self._llama.token_eos()]).decode(),
+                                           bos_token=special([self._llama.token_bos()]).decode())
+
+    def prompt_ids(self, messages: Sequence[ChatMessage]) -> list[int]:
+        """The token ids of the chat-templated prompt, ending in an open assistant turn."""
+        formatted = self._format(messages=[_llama_message(m) for m in messages])
+        return self._llama.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
+
+    def ids(self, text: str) -> list[int]:
+        """The token ids of a piece of text on its own (a completion, an added message)."""
+        return self._llama.tokenize(text.encode(), add_bos=False, special=False) if text else []
+
+    def count(self, text: str) -> int:
+        return len(self.ids(text))
+
+
+def _llama_message(message: ChatMessage) -> ChatCompletionRequestMessage:
+    """A message in llama-cpp-python's typed form (one TypedDict per role)."""
+    if message.role == "system":
+        return {"role": "system", "content": message.content}
+    if message.role == "user":
+        return {"role": "user", "content": message.content}
+    return {"role": "assistant", "content": message.content}
+
+
+@cache
+def gguf_tokenizer(gguf: str) -> GgufTokenizer:
+    """The tokenizer of a GGUF file (``~`` expanded), loaded once per process."""
+    return GgufTokenizer(Path(gguf).expanduser())
+
+
+def smollm2_tokenizer(name: str) -> GgufTokenizer:
+    """The embedded default's model's tokenizer (``name`` is ``smollm2``)."""
+    return gguf_tokenizer(str(smollm2_gguf()))
+
+
+class LocalTokens:
+    """llama.cpp's token ids: the served GGUF's tokenizer, loaded once per process."""
+
+    def __init__(self, gguf: str) -> None:
+        self.gguf = gguf
+
+    async def prompt_ids(self, url: str, messages: Sequence[ChatMessage]) -> list[int]:
+        return gguf_tokenizer(self.gguf).prompt_ids(messages)
+
+    async def text_ids(self, url: str, text: str) -> list[int]:
+        return gguf_tokenizer(self.gguf).ids(text)
