@@ -33,8 +33,9 @@ MESSAGES = [ChatMessage(role="user", content="ping " * 50)]
 def stub_process(delay: float) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.llm.kinds.replica_sim.server", "--delay", str(delay)],
                             stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None  # stdout=PIPE
     try:
-        yield json.loads(proc.stdout.readline())["url"]  # type: ignore[union-attr]
+        yield json.loads(proc.stdout.readline())["url"]
     finally:
         proc.terminate()
         proc.wait(timeout=10)

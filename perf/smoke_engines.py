@@ -28,6 +28,7 @@ import tempfile
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import yaml
@@ -39,9 +40,9 @@ RUNS = {"llama.cpp": ("smoke.yaml", None), "vLLM-CPU": ("smoke-vllm.yaml", None)
         "vLLM-CPU x4": ("smoke-vllm.yaml", 4)}
 
 
-def timed(argv: list[str], **kwargs: object) -> float:
+def timed(argv: list[str], **kwargs: Any) -> float:
     started = time.monotonic()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, **kwargs)  # type: ignore[call-overload]
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, **kwargs)
     return time.monotonic() - started
 
 

@@ -53,7 +53,7 @@ def install() -> None:
             raise _refuse(address[0])
         return _real["create_connection"](address, *args, **kwargs)
 
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    socket.socket.connect = connect  # type: ignore[method-assign]  # on purpose: every socket of the process is guarded
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]  # on purpose, as connect
     socket.getaddrinfo = getaddrinfo
     socket.create_connection = create_connection

@@ -23,7 +23,15 @@ from pipeline.config.secrets import Secrets
 from pipeline.config.yaml_loader import ConfigError, load_yaml, validate
 from pipeline.core.cost import CostModel
 from pipeline.core.plugins import load_plugins
-from pipeline.core.specs import AgentModel, BenchmarkCell, EmbeddingsUse, ModelUse, RoleSetting, Strict
+from pipeline.core.specs import (
+    OPTIONAL_SAMPLING,
+    AgentModel,
+    BenchmarkCell,
+    EmbeddingsUse,
+    ModelUse,
+    RoleSetting,
+    Strict,
+)
 from pipeline.llm.deployments import DEPLOYMENT_KINDS, DeploymentSpec
 
 
@@ -113,12 +121,12 @@ class JobConfig(Strict):
                 raise ValueError(f"{where}.deployment {use.deployment!r} serves chat: give it embedding: true")
             if isinstance(use, ModelUse) and serves_embeddings:
                 raise ValueError(f"{where}.deployment {use.deployment!r} serves embeddings only, not chat")
-            engine = getattr(self.deployments[use.deployment], "engine", None)  # an endpoint's
-            beyond_openai = [k for k in ("top_k", "min_p", "repetition_penalty")
-                             if isinstance(use, ModelUse) and getattr(use.sampling, k) is not None]
-            if beyond_openai and engine == "openai":
-                raise ValueError(f"{where}.sampling: {', '.join(beyond_openai)} are no OpenAI API parameters "
-                                 f"(deployment {use.deployment!r} has engine: openai)")
+            profile = self.deployments[use.deployment].profile()
+            refused = [k for k in OPTIONAL_SAMPLING
+                       if isinstance(use, ModelUse) and getattr(use.sampling, k) is not None and k not in profile.sampling_names]
+            if refused:
+                raise ValueError(f"{where}.sampling: {', '.join(refused)}: not taken by engine {profile.name!r} "
+                                 f"(deployment {use.deployment!r}), which takes {', '.join(profile.sampling_names)}")
         labels = [m.display for m in self.methods]
         if len(set(labels)) != len(labels):
             raise ValueError(f"methods need distinct labels, got {labels}")

@@ -40,6 +40,10 @@ class Sampling(Strict):
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2, exclude_if=_unset)
 
 
+#: The optional sampling settings: an engine's profile says which it takes, under which names.
+OPTIONAL_SAMPLING = ("top_k", "min_p", "repetition_penalty", "frequency_penalty")
+
+
 class ModelUse(Strict):
     """A model serving one role: the deployment that serves it and how to sample."""
 

@@ -51,7 +51,7 @@ class TokenizerSource:
 
 
 #: By name (``smollm2``) or by the suffix of the files the tokenizer reads (``.gguf``).
-TOKENIZERS: Registry[TokenizerSource] = Registry("tokenizer", "name")
+TOKENIZERS: Registry[TokenizerSource] = Registry("tokenizer")
 
 
 def tokenizer_source(name: str) -> TokenizerSource:

@@ -48,7 +48,7 @@ class EngineProfile(BaseModel):
 #: The OpenAI API as such: what a client assumes of a server it knows nothing more about.
 OPENAI_API = EngineProfile(name="openai", endpoint=True)
 
-ENGINE_PROFILES: Registry[EngineProfile] = Registry("engine", "name")
+ENGINE_PROFILES: Registry[EngineProfile] = Registry("engine")
 
 
 def endpoint_engines() -> list[str]:

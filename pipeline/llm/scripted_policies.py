@@ -17,4 +17,4 @@ from flowstate.registry import Registry
 # of Deployment.policy passes; the sweep pipeline passes the episode (a fixture may need its task).
 ScriptedFactory = Callable[[str, str, Any], Policy]
 
-SCRIPTED_POLICIES: Registry[ScriptedFactory] = Registry("scripted policy", "name")
+SCRIPTED_POLICIES: Registry[ScriptedFactory] = Registry("scripted policy")

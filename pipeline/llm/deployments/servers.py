@@ -54,7 +54,7 @@ class ServerKind:
     environment: Callable[[Any, int, Sequence[int]], dict[str, str]] = lambda spec, index, cores: {}
 
 
-SERVER_KINDS: Registry[ServerKind] = Registry("server kind", "kind")
+SERVER_KINDS: Registry[ServerKind] = Registry("server kind")
 
 
 def server_kind(spec: ReplicatedSpec) -> ServerKind:

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
-import grimp
 import pytest
 
 from flowstate import METHODS
@@ -15,8 +14,6 @@ from pipeline.benchmarks import base
 from pipeline.benchmarks.base import BENCHMARKS, Benchmark
 from pipeline.core.plugins import load_plugins
 from pipeline.llm.deployments import DEPLOYMENT_KINDS
-
-SILENCED_OVERRIDE = "type: ignore" + "[override]"  # spelled apart so that this file does not match
 
 
 @pytest.fixture(scope="module")
@@ -32,31 +29,6 @@ def test_each_benchmark_is_generic_in_its_own_cell_model(benchmarks: list[Benchm
     for benchmark in benchmarks:
         [parameterised] = [base for base in type(benchmark).__orig_bases__ if get_origin(base) is Benchmark]
         assert get_args(parameterised) == (benchmark.cell,), benchmark.name
-
-
-def test_no_import_cycle_runs_through_the_benchmark_layer() -> None:
-    """Deferred and TYPE_CHECKING imports included, as import-linter counts them; a package and its own
-    modules too (which its sibling contract does not look at: taubench's __init__, cli and plugin were one)."""
-    graph = grimp.build_graph("pipeline", "flowstate", cache_dir=None)
-    ours = sorted(m for m in graph.modules if m.startswith("pipeline.benchmarks"))
-    cycles = [(m, imported) for m in ours for imported in sorted(graph.find_modules_directly_imported_by(m))
-              if graph.chain_exists(importer=imported, imported=m)]
-    assert cycles == []
-
-
-def test_no_override_is_silenced_and_the_layer_silences_nothing_without_a_reason() -> None:
-    """A benchmark's methods take its own cell, so no signature silences the override check
-    (anywhere: tests and examples too); a ``type: ignore`` left in the layer says why on its line."""
-    root = Path(__file__).resolve().parents[3]
-    sources = [p for folder in ("flowstate", "pipeline", "tests", "examples", "benchmarks", "perf")
-               for p in (root / folder).rglob("*.py")]
-    overrides = [f"{p.relative_to(root)}:{n}" for p in sources
-                 for n, line in enumerate(p.read_text().splitlines(), 1) if SILENCED_OVERRIDE in line]
-    assert overrides == []
-    unexplained = [f"{p.relative_to(root)}:{n}" for p in (root / "pipeline" / "benchmarks").rglob("*.py")
-                   for n, line in enumerate(p.read_text().splitlines(), 1)
-                   if re.search(r"# type: ignore(\[[^\]]*\])?\s*$", line)]
-    assert unexplained == []
 
 
 @pytest.mark.parametrize("module", ["base.py", "requests.py", "transcript.py"])

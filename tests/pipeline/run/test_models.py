@@ -52,6 +52,6 @@ def test_sampling_beyond_openai_is_refused_for_an_openai_endpoint() -> None:
     from pipeline.config.yaml_loader import ConfigError
 
     endpoint = {"kind": "endpoint", "base_url": "https://api.example.com/v1", "model": "m", "engine": "openai"}
-    with pytest.raises((ConfigError, ValueError), match="top_k are no OpenAI API parameters"):
+    with pytest.raises((ConfigError, ValueError), match="top_k: not taken by engine 'openai'"):
         job(agents=[{"deployment": "model", "sampling": {"top_k": 40}}], deployments={"model": endpoint})
     job(agents=[{"deployment": "model", "sampling": {"frequency_penalty": 0.5}}], deployments={"model": endpoint})

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from flowstate import Completion, EpisodeResult, MethodRecord, StepClock, StepRecord, TokenUsage, method_options
 from pipeline.benchmarks.base import Grade, RequestGrade
 from pipeline.benchmarks.taubench import TauBenchCell
+from pipeline.core.roles import Role
 from pipeline.core.specs import AgentModel, Cell, EpisodeSpec
 from pipeline.run.calls import CallFault, CallLog
 from pipeline.run.episode import EpisodeOutcome
@@ -38,9 +39,9 @@ def test_the_method_s_own_calls_count_in_tok_on_the_steps_they_belong_to() -> No
     log = CallLog()
     log.clock = StepClock()
 
-    def call(caller: str, request: int, step: int, tokens: tuple[int, int], in_step: bool = True) -> None:
+    def call(caller: Role, request: int, step: int, tokens: tuple[int, int], in_step: bool = True) -> None:
         log.clock.request, log.clock.step = request, step
-        log.add(caller, in_step, [], "", usage(*tokens), 0.1, None, None)  # type: ignore[arg-type]
+        log.add(caller, in_step, [], "", usage(*tokens), 0.1, None, None)
 
     call("user_simulator", 0, 0, (50, 5), in_step=False)
     call("memory", 1, 0, (10, 1))  # retrieval before request 1's first step
