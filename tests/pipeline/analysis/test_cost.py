@@ -13,7 +13,7 @@ from pipeline.core.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.llm.kinds.llamacpp.spec import SMOLLM2_MEASURED
 from pipeline.run.models import agent_cost_models
 from pipeline.store.manifest import MANIFEST, ManifestError, read_manifest
-from tests.pipeline.test_sweep import job
+from tests.pipeline.config.test_sweep import job
 
 AGENTS = [{"deployment": "small", "label": "smollm2"}, {"deployment": "big"}, {"deployment": "oracle"}]
 DEPLOYMENTS = {"small": {"kind": "llamacpp"}, "big": {"kind": "vllm", "model": "m"},

@@ -19,7 +19,7 @@ from pipeline.benchmarks.memoryarena.benchmark import MEMORYARENA, MemoryArenaCe
 from pipeline.benchmarks.memoryarena.contract_formats import AnswersError, grade_answers
 from pipeline.benchmarks.memoryarena.data import MemoryArenaDataError
 from pipeline.benchmarks.memoryarena.shopping.productdb import ProductDbError
-from pipeline.benchmarks.method_data.literals import MethodFetchError
+from pipeline.benchmarks.method_data import MethodFetchError
 from pipeline.benchmarks.taubench.benchmark import TAUBENCH, TauBenchCell
 from pipeline.benchmarks.taubench.data import TauBenchDataError
 from pipeline.benchmarks.taubench.domains import get_task
