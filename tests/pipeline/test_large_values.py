@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from examples import tiny
 from pipeline.analysis.query import run_query
 from pipeline.cli.main import main
 from pipeline.cli.show import load_episode, render
@@ -24,10 +25,9 @@ from pipeline.run.dispatch import start_deployments, stop_deployments
 from pipeline.store.compact import compact
 from pipeline.store.files import table_files
 from pipeline.store.reader import select
-from tests.plugins import tiny
 
 BIG = 10 * 2**20
-JOB = {"name": "large-values", "plugins": ["tests.plugins.tiny"], "benchmarks": [{"benchmark": "tiny", "tasks": ["t1"]}],
+JOB = {"name": "large-values", "plugins": ["examples.tiny"], "benchmarks": [{"benchmark": "tiny", "tasks": ["t1"]}],
        "methods": [{"name": "flowstate"}, {"name": "full_context"}], "agents": [{"deployment": "oracle"}],
        "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}}}
 

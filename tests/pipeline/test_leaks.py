@@ -55,7 +55,7 @@ TABLES = ("episodes", "steps", "transcript", "messages", "request_outcomes", "me
 
 CANARY_JOB = """\
 name: canary
-plugins: [tests.plugins.tiny]
+plugins: [examples.tiny, examples.last_n]
 benchmarks:
   - {{benchmark: tiny}}
 methods:
@@ -163,7 +163,8 @@ CARRIES_MEMORY = {"full_context", "bm25", "zipact_bm25", "reasoningbank", "mem0"
 
 
 def test_a_canary_in_one_episodes_task_reaches_no_other_episode_in_any_method(ray_local, tmp_path):
-    from tests.plugins.tiny import CANARY_TASK, canary_code  # registers its methods, which are checked too
+    import examples.last_n  # noqa: F401 - registers its methods, which are checked too
+    from examples.tiny import CANARY_TASK, canary_code
 
     canary_task = f"{CANARY_TASK}{secrets.token_hex(8)}"
     code = canary_code(canary_task)
@@ -171,7 +172,7 @@ def test_a_canary_in_one_episodes_task_reaches_no_other_episode_in_any_method(ra
     methods.append({"name": "zipact", "updater": "separate", "label": "zipact-separate"})
     with StubServer(memory_fixture, model="memory") as stub:
         job = {
-            "name": "isolation", "plugins": ["tests.plugins.tiny"],
+            "name": "isolation", "plugins": ["examples.tiny", "examples.last_n"],
             "benchmarks": [{"benchmark": "tiny", "tasks": [canary_task, "t1"]}],
             "methods": methods, "agents": [{"deployment": "oracle"}],
             "memory": {"deployment": "memory", "sampling": {"temperature": 0.0, "max_tokens": 256}},

@@ -1,4 +1,4 @@
-"""A third benchmark and a third method, living only in tests/plugins/tiny.py, run through the whole
+"""A third benchmark and more methods, living only in examples/ (tiny, last_n), run through the whole
 pipeline with no change under pipeline/ or flowstate/: the CLI on real local Ray, Parquet rows, SQL,
 the report, MLflow and re-grading all show them. This is the proof that a benchmark or a method is
 one module."""
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 JOB = {
     "name": "plugins",
-    "plugins": ["tests.plugins.tiny"],
+    "plugins": ["examples.tiny", "examples.last_n"],
     "benchmarks": [{"benchmark": "tiny"}],
     "methods": [{"name": "last_n", "window": 2}, {"name": "flowstate", "protocol": "json"}],
     "agents": [{"deployment": "oracle"}],
@@ -61,7 +61,7 @@ def test_a_plugin_benchmark_and_method_run_end_to_end(plugin_sweep: Path) -> Non
                                         "WHERE method = 'last_n' AND task_id = 't2' GROUP BY request ORDER BY request")
     assert steps == [(1, "lookup,tac"), (2, "lookup,submit"), (3, "lookup,lwo")]
     manifest = json.loads((plugin_sweep / "manifest.json").read_text())
-    assert manifest["job"]["plugins"] == ["tests.plugins.tiny"]
+    assert manifest["job"]["plugins"] == ["examples.tiny", "examples.last_n"]
     assert manifest["prompt_templates_sha256"] == prompt_templates_hash() and len(prompt_templates_hash()) == 64
 
 
@@ -124,7 +124,7 @@ def test_readers_take_a_plugin_benchmark_from_the_manifest_not_its_module(plugin
     out = tmp_path / "report.md"
     script = ("import sys; from pipeline.cli.main import main; "
               f"code = main(['report', {str(plugin_sweep)!r}, '--out', {str(out)!r}]); "
-              "sys.exit(3 if 'tests.plugins.tiny' in sys.modules else code)")
+              "sys.exit(3 if {'examples.tiny', 'examples.last_n'} & set(sys.modules) else code)")
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
@@ -139,7 +139,8 @@ def test_regrading_rewrites_the_request_outcomes(plugin_sweep: Path, tmp_path: P
     shutil.copytree(plugin_sweep, sweep)
     for path in (sweep / "request_outcomes").glob("*/*.parquet"):
         path.unlink()  # as if an older version had written none
-    assert main(["grade", str(sweep), "--plugin", "tests.plugins.tiny"]) == 0  # never imported from the manifest
+    # the plug-ins named on the command line, never imported from the manifest
+    assert main(["grade", str(sweep), "--plugin", "examples.tiny", "--plugin", "examples.last_n"]) == 0
     assert "graded 4 episodes (0 changed, 0 ungraded), mean reward 1.0000" in capsys.readouterr().out
     assert rows(sweep, "request_outcomes", "SELECT count(*), bool_and(correct) FROM {T}") == [(10, True)]
 

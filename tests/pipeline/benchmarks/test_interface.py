@@ -19,7 +19,7 @@ from pipeline.llm.deployments import DEPLOYMENT_KINDS
 @pytest.fixture(scope="module")
 def benchmarks() -> list[Benchmark[Any]]:
     """The installed benchmarks and the tests' plug-in (tiny), as every process loads them."""
-    load_plugins(["tests.plugins.tiny"])
+    load_plugins(["examples.tiny", "examples.last_n"])
     return [BENCHMARKS.get(name) for name in BENCHMARKS.names()]
 
 

@@ -37,7 +37,7 @@ from tests.conftest import REPO_ROOT
 from tests.pipeline.analysis.test_live import eventually
 from tests.pipeline.conftest import SMALL_ORACLE_JOB
 
-TINY_JOB = {"name": "fenced", "plugins": ["tests.plugins.tiny"], "benchmarks": [{"benchmark": "tiny", "tasks": ["t1"]}],
+TINY_JOB = {"name": "fenced", "plugins": ["examples.tiny"], "benchmarks": [{"benchmark": "tiny", "tasks": ["t1"]}],
             "methods": [{"name": "flowstate"}, {"name": "full_context"}], "agents": [{"deployment": "oracle"}],
             "deployments": {"oracle": {"kind": "scripted", "name": "oracle"}}}
 
