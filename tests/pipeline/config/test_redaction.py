@@ -1,4 +1,4 @@
-"""Secrets of a job (pipeline/config/job/secrets.py): what counts as one, how it is written, and that no id
+"""Secrets of a job (pipeline/config/secrets.py): what counts as one, how it is written, and that no id
 hashes one. The end-to-end canary sweep is in test_leaks.py."""
 
 from __future__ import annotations
