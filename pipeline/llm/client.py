@@ -112,6 +112,11 @@ def is_context_overflow(exc: BaseException) -> bool:
     return bool(_OVERFLOW.search(f"{exc.message} {json.dumps(exc.body, default=str)}"))
 
 
+async def wait_before_retry(seconds: float) -> None:
+    """The pause before a retry (its own function, so that a test can record the pauses)."""
+    await asyncio.sleep(seconds)
+
+
 def backoff_delay(attempt: int, retry: RetryPolicy, rng: random.Random | None = None) -> float:
     """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 0)."""
     base = min(retry.max_backoff_s, retry.initial_backoff_s * 2**attempt)
@@ -245,7 +250,7 @@ class OpenAIClient:
                 if outcome == "reroute":
                     await self.endpoints.report_failure(url)
                 if retried:
-                    await asyncio.sleep(max(backoff_delay(attempt - 1, retry), _retry_after(exc, retry)))
+                    await wait_before_retry(max(backoff_delay(attempt - 1, retry), _retry_after(exc, retry)))
         raise ModelUnavailableError(
             f"{self.model}: no usable reply after {retry.max_attempts} attempts; last error: "
             f"{type(last).__name__}: {last}",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,16 +162,13 @@ def test_a_call_takes_the_latency_models_time() -> None:
         return "x y z"
 
     with StubServer(three, replica=s) as server:
-        started = time.perf_counter()
         chat(server, words("p", 40))
-        elapsed = time.perf_counter() - started
         (request,) = stats(server)["requests"]
     # 40 prompt tokens in chunks of 16: three steps, the last sampling the first token; then two
     # decode steps, each reading the KV of the prompt and the tokens so far.
     prefill = 3 * s.decode_s_per_token + 40 * s.prefill_s_per_token
     decode = sum(s.decode_s_per_token + s.context_s_per_token * (40 + i) for i in (1, 2))
     assert request["finished"] - request["started"] == pytest.approx(prefill + decode)
-    assert elapsed >= (prefill + decode) * s.time_scale  # the steps took their scaled time
 
 
 def test_sequences_in_one_batch_share_its_decode_steps() -> None:

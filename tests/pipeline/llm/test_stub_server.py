@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import httpx
@@ -33,15 +32,12 @@ def test_faults_last_as_many_calls_as_asked(stub: StubServer) -> None:
     assert httpx.post(f"{stub.url}/chat/completions", json=BODY).json()["choices"]
 
 
-async def burst(url: str, n: int = 256) -> float:
-    """``n`` requests at once over ``n`` keep-alive connections; seconds until all replied."""
+async def burst(url: str, n: int = 256) -> None:
+    """``n`` requests at once over ``n`` keep-alive connections, each answered."""
     connections = [await RawConnection.open(url) for _ in range(n)]
-    started = time.perf_counter()
     replies = await asyncio.gather(*(c.post("/v1/chat/completions", BODY) for c in connections))
-    elapsed = time.perf_counter() - started
     assert all(status == 200 and json.loads(body)["choices"] for status, body in replies)
     await asyncio.gather(*(c.close() for c in connections))
-    return elapsed
 
 
 def test_holds_256_requests_in_flight_at_once() -> None:
@@ -58,11 +54,3 @@ def test_holds_256_requests_in_flight_at_once() -> None:
 
     with StubServer(barrier) as stub:
         asyncio.run(burst(stub.url))
-
-
-def test_256_concurrent_requests_with_200ms_delay_finish_promptly() -> None:
-    with StubServer(delay_s=0.2) as stub:
-        elapsed = asyncio.run(burst(stub.url))
-    # Ideal 0.2 s (about 0.5 s measured here: client and server share this process); a server with
-    # a thread pool of 40 would need 256 / 40 * 0.2 = 1.3 s at best.
-    assert 0.2 <= elapsed < 3.0
