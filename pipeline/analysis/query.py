@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from flowstate.errors import FlowStateError
 from pipeline.analysis.catalog import SQL_DIR, VIEWS, list_queries
 from pipeline.core.catalog import CATALOGS, BenchmarkCatalog
-from pipeline.store.copies import runs_read_set
+from pipeline.store.copies import ReadSet, runs_read_set
 from pipeline.store.files import sweep_dirs
 from pipeline.store.manifest import read_manifest, recorded_catalogs
 from pipeline.store.tables import ANALYSIS_TABLES, anchor_file
@@ -187,8 +187,12 @@ def connect(runs_dir: Path | str) -> duckdb.DuckDBPyConnection:
     of each episode: :mod:`pipeline.store.copies`) and the ``metric_catalog`` table of the
     benchmarks' declared metrics."""
     runs_dir = Path(runs_dir)
-    read = runs_read_set(runs_dir)
-    catalogs = sweep_catalogs(sweep_dirs(runs_dir))
+    return open_views(runs_read_set(runs_dir), sweep_catalogs(sweep_dirs(runs_dir)))
+
+
+def open_views(read: ReadSet, catalogs: Mapping[str, BenchmarkCatalog]) -> duckdb.DuckDBPyConnection:
+    """:func:`connect`'s connection over the files of ``read``; with no files, every table and view
+    has its columns and no rows (what the SQL reference reads the queries' columns from)."""
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     for table in ANALYSIS_TABLES:

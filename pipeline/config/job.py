@@ -44,7 +44,7 @@ class Execution(Strict):
     actors: int = Field(default=0, ge=0)
     # Attempts per episode after an infrastructure failure (actor died, endpoint down).
     episode_attempts: int = Field(default=3, gt=0)
-    episode_timeout_s: float = Field(default=3600, gt=0)
+    episode_timeout_s: float = Field(default=3600, gt=0)  # one episode attempt's wall-clock limit
     # The most episodes the job may expand to (counted before any is made): a typo in trials or
     # tasks is refused, not planned until memory runs out.
     max_episodes: int = Field(default=10_000_000, gt=0)
@@ -53,7 +53,7 @@ class Execution(Strict):
 class Tracking(Strict):
     experiment: str | None = None  # default: the job's name
     tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI or MLflow's own default
-    trace_samples_per_cell: int = Field(default=3, ge=0)
+    trace_samples_per_cell: int = Field(default=3, ge=0)  # episodes per cell logged as MLflow traces
     # How often the driver pushes the cells' live metrics to MLflow while episodes finish.
     live_every_s: float = Field(default=5.0, gt=0)
 
@@ -82,27 +82,32 @@ class JobConfig(Strict):
     # imported), not when this module is.
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
+    # The sweep id is this name plus a hash of what defines the results.
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    description: str = ""
+    description: str = ""  # free text, recorded in the manifest and MLflow; no part of any id
     # Modules to import first (they register benchmarks, methods or deployment kinds of the user's).
     plugins: list[str] = []
+    # The cells are benchmarks × methods × agents: each benchmark entry (a domain and its tasks),
+    # each method, each agent model.
     benchmarks: list[Annotated[BenchmarkCell, BENCHMARKS.union()]] = Field(min_length=1)
     methods: list[Annotated[MethodOptions, METHODS.union()]] = Field(min_length=1)
     agents: list[AgentModel] = Field(min_length=1)
+    # The benchmark's other roles: a model, its own scripted test fixture, or none.
     user_simulator: RoleSetting = "none"
     judge: RoleSetting = "none"
     # The model a benchmark's tools call (e.g. a reasoning tool); None: each cell's agent model.
     tool_model: ModelUse | None = None
     # The model memory methods write and read with; None: each cell's agent model (as the paper runs it).
     memory: ModelUse | None = None
-    embeddings: EmbeddingsUse | None = None
+    embeddings: EmbeddingsUse | None = None  # for methods that embed text: a deployment serving /v1/embeddings
+    # The model servers by name, started once per sweep and shared by every episode.
     deployments: dict[str, DeploymentSpec] = {}
-    trials: int = Field(default=1, gt=0)
+    trials: int = Field(default=1, gt=0)  # episodes per task and cell, each with its own seed
     # Upstream τ-bench seeds Python's RNG with 300 and draws one seed per trial.
     seed: int = 300
     limits: LoopLimits = LoopLimits()
     execution: Execution = Execution()
-    output_dir: Path = Path("runs")
+    output_dir: Path = Path("runs")  # where the sweep's folder goes (`flowstate run --out` overrides it)
     tracking: Tracking = Tracking()
     analysis: Analysis = Analysis()
     # The ``${NAME}`` references its file used (name -> value), for telling its secrets apart.
