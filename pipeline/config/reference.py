@@ -27,7 +27,7 @@ from pydantic.fields import FieldInfo
 from flowstate import METHODS
 from flowstate.registry import RegisteredUnion, Registry
 from pipeline.benchmarks.base import BENCHMARKS
-from pipeline.config.job import JobConfig, _rebuild_job_model
+from pipeline.config.job import JobConfig
 from pipeline.llm.deployments import DEPLOYMENT_KINDS
 
 # Where each registry's entries are listed: (heading, its anchor, the job file's key that lists them).
@@ -187,7 +187,6 @@ def _registry_section(registry: Registry[Any], models: list[type[BaseModel]]) ->
 
 def job_reference() -> str:
     """The reference of every key a job file may hold, in markdown."""
-    _rebuild_job_model()
     models: list[type[BaseModel]] = []
     done: set[type[BaseModel]] = {JobConfig}
     parts = [_section("The job file", JobConfig, models)]

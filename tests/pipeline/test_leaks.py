@@ -1,4 +1,4 @@
-"""Nothing leaks (README "Secrets and network exposure"), end to end on real local Ray, a real HTTP
+"""Nothing leaks (docs/reliability-security.md, "Secrets and network exposure"), end to end on real local Ray, a real HTTP
 server on 127.0.0.1 and MLflow's real sqlite store:
 
 - canary secrets given through the environment (``api_key_env``: the server checks it arrives),

@@ -48,7 +48,7 @@ def test_bad_specs_are_rejected(data: dict[str, object]) -> None:
 @pytest.mark.parametrize("spec", [VllmSpec(model="m"), LlamaCppSpec(model_path=Path("m.gguf")), WordLlamaSpec()],
                          ids=["vllm", "llamacpp", "wordllama"])
 def test_every_server_binds_loopback_unless_the_job_says_node(spec) -> None:
-    """README "Secrets and network exposure": a replica binds 127.0.0.1 unless its spec says ``host: node``."""
+    """docs/reliability-security.md (network exposure): a replica binds 127.0.0.1 unless its spec says ``host: node``."""
     assert spec.host == "127.0.0.1" and flag_value(server_command(spec, bind_host(spec.host), 8000), "--host") == "127.0.0.1"
 
 

@@ -108,7 +108,7 @@ def test_two_replicas_start_healthy_and_are_described(llamacpp: ReplicatedDeploy
     command = described["command"]
     assert command[command.index("--use_mmap") + 1] == "false" and command[command.index("--n_ctx") + 1] == "8192"
     assert all(0 < s < 60 for s in described["startup_s"])
-    # each server listens on 127.0.0.1 only (README "Secrets and network exposure")
+    # each server listens on 127.0.0.1 only (docs/reliability-security.md, "Secrets and network exposure")
     for replica in ray.get([r.describe.remote() for r in llamacpp.replicas]):
         assert all_loopback(listening_addresses(replica["server_pid"])) and replica["url"].startswith("http://127.0.0.1:")
 

@@ -82,7 +82,7 @@ def test_a_deployment_serves_embeddings_through_the_router(ray_local):
         assert len(result.vectors) == 2 and len(result.vectors[0]) == 256 and result.prompt_tokens > 0
         described = deployment.describe()
         assert described["engine_version"] == "0.4.0.post1" and len(described["urls"]) == 2
-        for replica in ray.get([r.describe.remote() for r in deployment.replicas]):  # README: servers on loopback
+        for replica in ray.get([r.describe.remote() for r in deployment.replicas]):  # servers on loopback only
             assert all_loopback(listening_addresses(replica["server_pid"])) and replica["url"].startswith("http://127.0.0.1:")
         with pytest.raises(NotImplementedError, match="serves embeddings, not chat"):
             deployment.policy("episode-1")

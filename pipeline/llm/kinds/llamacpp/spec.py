@@ -15,7 +15,7 @@ from pipeline.llm.settings import ClientSettings
 from pipeline.llm.token_ids import TokenSource
 
 # SmolLM2-135M-Instruct Q4_1 on llama.cpp, 2 threads of the 2-core VM: prefill 148 tokens/s,
-# generation 54 tokens/s (perf/llm_llamacpp_throughput.py; README, Figures).
+# generation 54 tokens/s (perf/llm_llamacpp_throughput.py; docs/performance.md).
 SMOLLM2_MEASURED = CostModel(prefill_s_per_token=1 / 148, decode_s_per_token=1 / 54,
                              source="llama.cpp defaults measured for SmolLM2-135M on a 2-core VM "
                                     "(prefill 148, decode 54 tokens/s)")

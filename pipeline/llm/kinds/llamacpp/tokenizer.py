@@ -30,7 +30,7 @@ class GgufTokenizer:
             import llama_cpp
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as exc:
-            raise TokenizerError("counting tokens needs llama-cpp-python (the `cpu` extra, see README)") from exc
+            raise TokenizerError("counting tokens needs llama-cpp-python (the `cpu` extra: scripts/setup.sh)") from exc
         if not gguf.is_file():
             raise TokenizerError(f"no GGUF file at {gguf}")
         self.name = gguf.stem

@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 class ReplicaSettings(BaseModel):
     """One replica's engine. Defaults: one H100 SXM (80 GB) serving a 32B model (Qwen3-32B, FP8
-    weights, BF16 KV cache) with vLLM's defaults: assumptions derived in the README (Figures)."""
+    weights, BF16 KV cache) with vLLM's defaults: assumptions derived in docs/performance.md."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
