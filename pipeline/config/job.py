@@ -92,7 +92,7 @@ class JobConfig(Strict):
     benchmarks: list[Annotated[BenchmarkCell, BENCHMARKS.union()]] = Field(min_length=1)
     methods: list[Annotated[MethodOptions, METHODS.union()]] = Field(min_length=1)
     agents: list[AgentModel] = Field(min_length=1)
-    # The benchmark's other roles: a model, its own scripted test fixture, or none.
+    # The benchmark's other roles, user_simulator and judge: a model, its own scripted test fixture, or none.
     user_simulator: RoleSetting = "none"
     judge: RoleSetting = "none"
     # The model a benchmark's tools call (e.g. a reasoning tool); None: each cell's agent model.

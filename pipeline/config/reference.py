@@ -14,6 +14,7 @@ import enum
 import inspect
 import io
 import json
+import re
 import textwrap
 import tokenize
 import types
@@ -40,7 +41,9 @@ _REGISTRY_SECTIONS: dict[str, tuple[str, str, str]] = {
 
 @cache
 def _source_comments(cls: type) -> dict[str, str]:
-    """Field name -> the comment on the lines above its annotation and at the end of its line."""
+    """Field name -> the comment on the lines above its annotation and at the end of its line; a field
+    without either, on the line right after another, shares the comment above that one when the
+    comment names it (a group: ``# The cells are benchmarks × methods × agents``)."""
     try:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):
@@ -51,6 +54,7 @@ def _source_comments(cls: type) -> dict[str, str]:
     found: dict[str, str] = {}
     body = ast.parse(source).body[0]
     assert isinstance(body, ast.ClassDef)
+    group, previous_end = "", 0
     for node in body.body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
@@ -61,7 +65,13 @@ def _source_comments(cls: type) -> dict[str, str]:
             line -= 1
         end = node.end_lineno or node.lineno
         trailing = [comments[n] for n in range(node.lineno, end + 1) if n in comments]
-        found[node.target.id] = " ".join(above + trailing)
+        if above:
+            group = " ".join(above)
+        elif trailing or node.lineno != previous_end + 1:
+            group = ""
+        named = re.search(rf"\b{node.target.id}\b", group)
+        found[node.target.id] = " ".join(above + trailing) or (group if named else "")
+        previous_end = end
     return found
 
 
@@ -120,6 +130,9 @@ def _default_text(field: FieldInfo) -> str:
     if field.is_required():
         return "required"
     value = field.get_default(call_default_factory=True, validated_data={})
+    if isinstance(value, BaseModel):  # what differs from its own table's defaults
+        changed = value.model_dump(mode="json", exclude_defaults=True)
+        return f"`{json.dumps(changed, ensure_ascii=False)}`, else its defaults" if changed else "its defaults"
     dumped = TypeAdapter(Any).dump_python(value, mode="json")
     return f"`{json.dumps(dumped, ensure_ascii=False)}`"
 

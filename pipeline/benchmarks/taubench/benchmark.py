@@ -54,8 +54,9 @@ class TauBenchCell(BenchmarkCell):
     reward_basis: Literal["task", "classic"] = "task"
     # "compact": one line per tool for small-context CPU models (labelled in results).
     tool_rendering: Literal["full", "compact"] = "full"
-    # Upstream's episode limits: steps counted as upstream does (one per user message, agent message
-    # and batch of tool results; termination `max_steps`), and failed tool results (`too_many_errors`).
+    # Upstream's episode limits: max_env_steps counts steps as upstream does (one per user message, agent
+    # message and batch of tool results; termination `max_steps`), max_errors failed tool results
+    # (termination `too_many_errors`).
     max_env_steps: int = Field(default=200, gt=0)
     max_errors: int = Field(default=10, gt=0)
 
