@@ -95,7 +95,7 @@ def test_the_papers_memoryarena_jobs_have_its_settings(name, monkeypatch):
 def test_the_shipped_jobs_are_the_ones_tested():
     assert sorted(p.name for p in (REPO_ROOT / "jobs").glob("*.yaml")) == sorted(
         ["oracle.yaml", "paper-taubench.yaml", "smoke.yaml", "smoke-vllm.yaml", "oracle-memoryarena.yaml",
-         "smoke-memoryarena.yaml", "taubench-methods.yaml", "smoke-methods.yaml", *PAPER_MEMORYARENA])
+         "smoke-memoryarena.yaml", "taubench-methods.yaml", "smoke-methods.yaml", "template.yaml", *PAPER_MEMORYARENA])
 
 
 @pytest.mark.parametrize(("edit", "expected"), [
