@@ -55,6 +55,12 @@ def test_the_readme_is_short_and_its_first_code_block_holds_the_two_one_line_com
         assert step in test
 
 
+def test_getting_started_shows_the_readmes_two_commands_as_they_are() -> None:
+    page = (DOCS / "getting-started.md").read_text()
+    blocks = [line for block in page.split("```")[1::2] for line in block.splitlines()[1:]]
+    assert [c for c in _first_code_block(README.read_text()) if c not in blocks] == []
+
+
 def test_ci_runs_the_readmes_second_command() -> None:
     extracted = subprocess.run(["bash", "-c", "awk '/^```/{fence++; next} fence==1' README.md | sed -n 2p"],
                                cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
