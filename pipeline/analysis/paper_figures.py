@@ -82,14 +82,15 @@ def paper_figures(path: Path = FIGURES_FILE) -> PaperFigures:
     return PaperFigures.model_validate(yaml.safe_load(path.read_text()))
 
 
-def paper_method(label: str) -> str | None:
-    """The paper's method a cell's method label stands for: the label itself, else the method its
-    label's family names (``flowstate-json`` is FlowState on another protocol, as the report's
-    baseline resolution reads it); None for a method the paper did not run or a label of one's own."""
+def paper_method(label: str, name: str | None = None) -> str | None:
+    """The paper's method a cell stands for: its method's ``name`` where known (the episodes'
+    method options hold it), else its label, else the method its label's family names
+    (``flowstate-json`` is FlowState on another protocol, as the report's baseline resolution reads
+    it); None for a method the paper did not run."""
     methods = paper_figures().methods
-    for name in (label, label.split("-", 1)[0]):
-        if name in methods:
-            return name
+    for candidate in (name,) if name is not None else (label, label.split("-", 1)[0]):
+        if candidate in methods:
+            return candidate
     return None
 
 
@@ -100,12 +101,13 @@ def _column(metric: str, versus: str | None, model: str) -> str:
 def paper_columns(cells: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """The paper's figures as extra columns of a table of cells (e.g. MLflow's headline table):
     ``{cell_id: {"PS (paper, DeepSeek-V4-Flash)": "21.11", "Δ PS vs. full_context (paper, ...)": "+21.78",
-    ...}}``. A cell is a mapping with ``cell_id``, ``benchmark``, ``domain`` and ``method`` (its label);
-    a cell the paper has no figure for is absent, and so is a column the paper leaves blank."""
+    ...}}``. A cell is a mapping with ``cell_id``, ``benchmark``, ``domain``, ``method`` (its label)
+    and, where known, ``method_name`` (:func:`paper_method`); a cell the paper has no figure for is
+    absent, and so is a column the paper leaves blank."""
     data = paper_figures()
     columns: dict[str, dict[str, str]] = {}
     for cell in cells:
-        method = paper_method(cell["method"])
+        method = paper_method(cell["method"], cell.get("method_name"))
         for f in data.figures:
             if (f.benchmark, f.domain, f.method) == (cell["benchmark"], cell["domain"], method):
                 columns.setdefault(cell["cell_id"], {}).setdefault(_column(f.metric, f.versus, f.model), f.text)
@@ -113,19 +115,21 @@ def paper_columns(cells: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str
 
 
 def beside_paper(values: Mapping[Key, Mapping[str, str]], labels: Mapping[str, str],
-                 deltas: Mapping[Key, Mapping[str, str]], baseline: str | None) -> str | None:
+                 deltas: Mapping[Key, Mapping[str, str]], baseline: str | None,
+                 names: Mapping[str, str | None]) -> str | None:
     """The report's section: per benchmark, a row per cell and metric the paper has a figure for,
     the sweep's own value beside the paper's, one column per paper model (blank where that model has
     none). ``values``: the sweep's text per cell and metric; ``labels``: the metrics to show, in
-    order, and their column labels; ``deltas``: the sweep's Δ against ``baseline`` (a method label)."""
+    order, and their column labels; ``deltas``: the sweep's Δ against ``baseline`` (a method label);
+    ``names``: each method label's method name, where known."""
     data = paper_figures()
-    versus = paper_method(baseline) if baseline else None
+    versus = paper_method(baseline, names.get(baseline)) if baseline else None
     parts = []
     for benchmark in sorted({key[0] for key in values}):
         rows: list[tuple[list[str], dict[str, PaperFigure]]] = []
-        for key in sorted(k for k in values if k[0] == benchmark):
+        for key in sorted((k for k in values if k[0] == benchmark), key=lambda k: (*k[:3], k[3] != baseline, k[3])):
             _, domain, model, label = key
-            method = paper_method(label)
+            method = paper_method(label, names.get(label))
             if method is None:
                 continue
             for metric, name in labels.items():

@@ -182,15 +182,17 @@ def retention_table(retention: list[Row]) -> str | None:
     return markdown_table(header, body)
 
 
-def paper_table(s: Scores, retention: list[Row], baseline: str | None) -> str | None:
+def paper_table(con: duckdb.DuckDBPyConnection, s: Scores, retention: list[Row], baseline: str | None) -> str | None:
     """The paper's figures (Tables 1–5) beside the sweep's own: the main tables' metrics, their Δs
     against the baseline and Table 4's nAUC and DR, per cell the paper has a figure for."""
+    names = dict(con.sql("SELECT method, any_value(json_extract_string(method_options_json, '$.name')) "
+                         "FROM episodes GROUP BY method").fetchall())
     labels = {metric: label for b in sorted(s.headline) for metric, label in s.columns(b)} | {"nauc": "nAUC", "dr": "DR"}
     values: dict[Key, dict[str, str]] = {key: {m: s.text(key, m) for m in labels if m in row} for key, row in s.value.items()}
     for r in retention:
         values.setdefault(_key(r), {}).update({m: cell_text(r[m], 2) or "–" for m in ("nauc", "dr")})
     deltas = {key: {m: s.delta_text(key, m) for m in row} for key, row in s.delta.items()}
-    return beside_paper(values, labels, deltas, baseline)
+    return beside_paper(values, labels, deltas, baseline, names)
 
 
 def pass_hat_table(rows: list[Row]) -> str:
@@ -337,7 +339,7 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
                   "DR = minus the least-squares slope of R over k (pp per depth).\n", table4]
     if pass_hat:
         parts += ["## pass^k\n", pass_hat_table(pass_hat)]
-    paper = paper_table(s, retention, baseline)
+    paper = paper_table(con, s, retention, baseline)
     if paper:
         parts += ["## The paper beside this sweep\n", PAPER_CAPTION, paper]
     costs = with_gpu_seconds(tokens, sweep_cost_models(runs_dir))

@@ -135,7 +135,8 @@ def test_a_cell_gives_the_papers_figure_per_model() -> None:
 def test_paper_columns_for_a_headline_table() -> None:
     cells = [{"cell_id": "a", "benchmark": "taubench", "domain": "retail", "method": "flowstate-json"},
              {"cell_id": "b", "benchmark": "taubench", "domain": "retail", "method": "mem0"},
-             {"cell_id": "c", "benchmark": "memoryarena", "domain": "group_travel_planner", "method": "full_context"}]
+             {"cell_id": "c", "benchmark": "memoryarena", "domain": "group_travel_planner", "method": "full_context"},
+             {"cell_id": "d", "benchmark": "taubench", "domain": "retail", "method": "full_context-x", "method_name": "mem0"}]
     columns = paper_columns(cells)
     assert set(columns) == {"a", "c"}  # the paper ran no Mem0 on τ-bench
     assert columns["a"] == {f"pass_rate (paper, {DEEPSEEK})": "81.6", f"db (paper, {DEEPSEEK})": "86.0",
@@ -148,6 +149,7 @@ def test_paper_columns_for_a_headline_table() -> None:
     assert columns["c"][f"nauc (paper, {DEEPSEEK})"] == "18.35"
     assert (paper_method("full_context-json"), paper_method("flowstate_no_psa"), paper_method("last_n")) == (
         "full_context", "flowstate_no_psa", None)
+    assert paper_method("FS v2", "flowstate") == "flowstate"  # a label of one's own, the method's name known
 
 
 def test_the_report_shows_the_papers_figures_beside_the_sweeps(scores_sweep: SweepBuilder, tmp_path: Path) -> None:
