@@ -98,19 +98,23 @@ def _column(metric: str, versus: str | None, model: str) -> str:
     return f"{f'Δ {metric} vs. {versus}' if versus else metric} (paper, {model})"
 
 
-def paper_columns(cells: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+def paper_columns(cells: Iterable[Mapping[str, Any]],
+                  labels: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
     """The paper's figures as extra columns of a table of cells (e.g. MLflow's headline table):
     ``{cell_id: {"PS (paper, DeepSeek-V4-Flash)": "21.11", "Δ PS vs. full_context (paper, ...)": "+21.78",
     ...}}``. A cell is a mapping with ``cell_id``, ``benchmark``, ``domain``, ``method`` (its label)
-    and, where known, ``method_name`` (:func:`paper_method`); a cell the paper has no figure for is
-    absent, and so is a column the paper leaves blank."""
+    and, where known, ``method_name`` (:func:`paper_method`); ``labels``: the metrics to give
+    columns and their labels (default: every metric the paper has, under its name). A cell the paper
+    has no figure for is absent, and so is a column the paper leaves blank."""
     data = paper_figures()
     columns: dict[str, dict[str, str]] = {}
     for cell in cells:
         method = paper_method(cell["method"], cell.get("method_name"))
         for f in data.figures:
-            if (f.benchmark, f.domain, f.method) == (cell["benchmark"], cell["domain"], method):
-                columns.setdefault(cell["cell_id"], {}).setdefault(_column(f.metric, f.versus, f.model), f.text)
+            if (f.benchmark, f.domain, f.method) == (cell["benchmark"], cell["domain"], method) and (
+                    labels is None or f.metric in labels):
+                name = labels[f.metric] if labels else f.metric
+                columns.setdefault(cell["cell_id"], {}).setdefault(_column(name, f.versus, f.model), f.text)
     return columns
 
 

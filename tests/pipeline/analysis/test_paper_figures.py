@@ -147,6 +147,10 @@ def test_paper_columns_for_a_headline_table() -> None:
                             f"Δ tokens vs. full_context (paper, {DEEPSEEK})": "−22.24%"}
     assert columns["c"][f"sPS (paper, {QWEN})"] == "60.99" and f"sPS (paper, {GPT})" not in columns["c"]
     assert columns["c"][f"nauc (paper, {DEEPSEEK})"] == "18.35"
+    headline = paper_columns(cells[:1], labels={"pass_rate": "PR", "tokens": "#Tok"})  # these only, so labelled
+    assert headline == {"a": {f"PR (paper, {DEEPSEEK})": "81.6", f"#Tok (paper, {DEEPSEEK})": "18.32M",
+                              f"Δ PR vs. full_context (paper, {DEEPSEEK})": "+7.9",
+                              f"Δ #Tok vs. full_context (paper, {DEEPSEEK})": "−22.24%"}}
     assert (paper_method("full_context-json"), paper_method("flowstate_no_psa"), paper_method("last_n")) == (
         "full_context", "flowstate_no_psa", None)
     assert paper_method("FS v2", "flowstate") == "flowstate"  # a label of one's own, the method's name known
