@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from flowstate.errors import FlowStateError
 from pipeline.analysis import plots
 from pipeline.analysis.formats import cell_text, markdown_table
+from pipeline.analysis.paper_figures import beside_paper
 from pipeline.analysis.query import connect, job_baseline, query_rows, resolve_baseline, sweep_catalogs
 from pipeline.analysis.stats import LEVEL, RESAMPLES, SEED, paired_bootstrap
 from pipeline.core.atomic import write_text_atomic
@@ -32,6 +33,11 @@ Row = dict[str, Any]
 Key = tuple[str, str, str, str]
 TOKENS = "tokens"
 COUNTED = "†"  # marks a #Tok a tokenizer counted
+PAPER_CAPTION = (
+    "The paper's published figures (Tables 1–5; `pipeline/analysis/paper_figures.yaml`) beside this sweep's, per "
+    "cell and metric the paper has a figure for, one column per base model of the paper (blank: none from that "
+    "model). Performance in percent, Δ in percentage points (#Tok: relative change), #Tok in tokens summed over "
+    "the episodes; this sweep's models, tasks and settings may differ from the paper's.\n")
 
 
 class Report(BaseModel):
@@ -174,6 +180,19 @@ def retention_table(retention: list[Row]) -> str | None:
             cells += [cell_text(r.get("nauc"), 2) or "–", cell_text(r.get("dr"), 2) or "–"]
         body.append([model, method] + cells)
     return markdown_table(header, body)
+
+
+def paper_table(con: duckdb.DuckDBPyConnection, s: Scores, retention: list[Row], baseline: str | None) -> str | None:
+    """The paper's figures (Tables 1–5) beside the sweep's own: the main tables' metrics, their Δs
+    against the baseline and Table 4's nAUC and DR, per cell the paper has a figure for."""
+    names = dict(con.sql("SELECT method, any_value(json_extract_string(method_options_json, '$.name')) "
+                         "FROM episodes GROUP BY method").fetchall())
+    labels = {metric: label for b in sorted(s.headline) for metric, label in s.columns(b)} | {"nauc": "nAUC", "dr": "DR"}
+    values: dict[Key, dict[str, str]] = {key: {m: s.text(key, m) for m in labels if m in row} for key, row in s.value.items()}
+    for r in retention:
+        values.setdefault(_key(r), {}).update({m: cell_text(r[m], 2) or "–" for m in ("nauc", "dr")})
+    deltas = {key: {m: s.delta_text(key, m) for m in row} for key, row in s.delta.items()}
+    return beside_paper(values, labels, deltas, baseline, names)
 
 
 def pass_hat_table(rows: list[Row]) -> str:
@@ -320,6 +339,9 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
                   "DR = minus the least-squares slope of R over k (pp per depth).\n", table4]
     if pass_hat:
         parts += ["## pass^k\n", pass_hat_table(pass_hat)]
+    paper = paper_table(con, s, retention, baseline)
+    if paper:
+        parts += ["## The paper beside this sweep\n", PAPER_CAPTION, paper]
     costs = with_gpu_seconds(tokens, sweep_cost_models(runs_dir))
     parts += ["## Cost\n", "Uncached prompt = prompt tokens minus those the engine reported cached, else minus the "
               "exact reusable prefix (token ids of the previous call on the same replica); cached / limit = that "

@@ -153,6 +153,25 @@ def test_sql_report_and_mlflow_show_sr_ps_and_depth(oracle_sweep, tmp_path: Path
             assert run.data.metrics["vs_baseline.d_SR"] == 0.0
 
 
+def test_the_report_sets_the_papers_figures_beside_the_sweeps(oracle_sweep, tmp_path: Path) -> None:
+    """Tables 1, 3, 4 and 5 of the paper beside a real sweep's cells: a column per paper model, blank
+    where the paper has no figure from that model."""
+    result, _ = oracle_sweep
+    report = tmp_path / "report.md"
+    assert main(["report", str(result.sweep_dir), "--out", str(report)]) == 0
+    text = report.read_text()
+    lines = text[text.index("## The paper beside this sweep"):text.index("## Cost")].splitlines()
+    assert ("| Domain | Model | Method | Metric | this sweep | paper, DeepSeek-V4-Flash | paper, GPT-5.6-terra "
+            "| paper, Qwen3.5-397B-A17B |") in lines
+    assert "| bundled_shopping | oracle | full_context | PS | 100.0 | 21.11 | 33.89 | 19.56 |" in lines
+    assert "| group_travel_planner | oracle | full_context | SR | 100.0 | 0.37 |  | 0.37 |" in lines  # GPT: "–"
+    assert "| bundled_shopping | oracle | flowstate | Δ PS vs. full_context | +0.0 | +21.78 | +17.55 | +17.66 |" in lines
+    assert "| group_travel_planner | oracle | flowstate_no_psa | sPS | 100.0 | 87.18 |  |  |" in lines  # Table 3
+    formal = [line for line in lines if line.startswith("| formal_reasoning | oracle | mem0 |")]  # Table 4's panel
+    assert formal == ["| formal_reasoning | oracle | mem0 | nAUC | 100 | 52.41 |  |  |",
+                      "| formal_reasoning | oracle | mem0 | DR | 0 | 5.50 |  |  |"]
+
+
 def test_the_embedded_default_runs_math_travel_and_shopping_on_a_real_model(ray_local, tmp_path: Path) -> None:
     """jobs/smoke-memoryarena.yaml as shipped: SmolLM2 is the agent, the judge and the tool model."""
     require_llamacpp()
