@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from flowstate.errors import FlowStateError
 from pipeline.core.cli_hooks import CliError, CliHooks, read_json, write_json
+from pipeline.core.commands import flowstate_command, mlflow_command
 
 
 # -- trace -------------------------------------------------------------------------------------
@@ -64,10 +65,11 @@ def _run(args: argparse.Namespace) -> int:
     if result is None:
         return 0
     print(f"results: {result.sweep_dir}")
-    print(f"  query:  flowstate query pass_rate --runs {result.sweep_dir}   (flowstate query --help lists the others)")
-    print(f"  report: flowstate report {result.sweep_dir}")
+    print(f"  query:  {flowstate_command(f'query pass_rate --runs {result.sweep_dir}')}   "
+          f"({flowstate_command('query --help')} lists the others)")
+    print(f"  report: {flowstate_command(f'report {result.sweep_dir}')}")
     if result.tracking_uri:
-        print(f"  compare runs: mlflow ui --backend-store-uri {result.tracking_uri}")
+        print(f"  compare runs: {mlflow_command(f'ui --backend-store-uri {result.tracking_uri}')}")
     if result.interrupted:
         return stop_status()
     return 1 if result.failed or result.finish_errors else 0
@@ -121,7 +123,8 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"{one.name} and {other.name} hold {count} of the same episodes (a copied sweep, or jobs that share "
               "cells): readers of both read each episode once, from one of them")
     if bad:
-        print("`flowstate run` of the job moves bad files to quarantine/ and runs their episodes again", file=sys.stderr)
+        print(f"`{flowstate_command('run')}` of the job moves bad files to quarantine/ and runs their episodes again",
+              file=sys.stderr)
     return 1 if bad or copies else 0
 
 
