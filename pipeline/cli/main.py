@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ def _trace_replay(args: argparse.Namespace) -> int:
 
 # -- run ---------------------------------------------------------------------------------------
 CLAIM_LOST_STATUS = 3  # another driver took the sweep over while this one was stalled (pipeline.store.claim)
+RAY_AUTH_MODE = "RAY_AUTH_MODE"  # Ray's authentication mode: token or disabled
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -208,9 +210,19 @@ def _warning_line(message: Warning | str, category: type[Warning], *rest: object
     return f"flowstate: warning: {message}\n"
 
 
+def _choose_ray_authentication(argv: Sequence[str]) -> None:
+    """Token authentication for a local Ray cluster a run starts, chosen explicitly. Unchosen, Ray
+    chooses it too, but warns so on every start; it reads the choice once, when it is imported (the
+    plug-ins the parser lists import it), hence here. A cluster joined by address keeps its own."""
+    joining = os.environ.get("RAY_ADDRESS") or any(arg.split("=")[0] == "--address" for arg in argv)
+    if not joining:
+        os.environ.setdefault(RAY_AUTH_MODE, "token")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
+    _choose_ray_authentication(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     warnings.formatwarning = _warning_line
