@@ -80,8 +80,8 @@ class MethodCallers:
 
 @dataclass(frozen=True)
 class EpisodeShape:
-    """An episode's size as a dry run guesses it before it runs (per episode, averaged over its
-    tasks): what the calls a method makes of its own models follow from."""
+    """One episode's size as a dry run guesses it before it runs (the benchmark's guess for its task):
+    what the calls a method makes of its own models follow from."""
 
     requests: float
     steps: float  # the agent's model calls
