@@ -11,7 +11,11 @@ with_heartbeat() {
     shift
     (
         started=$SECONDS
-        while sleep "$every"; do
+        trap 'kill "$pause" 2>/dev/null; exit 0' TERM # its pause too: nothing holds the script's output open
+        while true; do
+            sleep "$every" &
+            pause=$!
+            wait "$pause"
             elapsed=$((SECONDS - started))
             step "$what: still running, $((elapsed / 60)) min $((elapsed % 60)) s so far"
         done
