@@ -28,6 +28,7 @@ from flowstate.loop import EpisodeResult, LoopLimits, StepRunner, run_episode
 from flowstate.methods import (
     METHODS,
     Capability,
+    EpisodeShape,
     FlowStateOptions,
     FlowStateSession,
     FullContextOptions,
@@ -36,6 +37,7 @@ from flowstate.methods import (
     MethodOptions,
     MethodPlugin,
     MethodSession,
+    OwnCalls,
     method_options,
     method_plugin,
     new_session,
@@ -88,10 +90,10 @@ __all__ = [
     # the paper's operations (§2.2-2.3, Algorithm 1): ISU = validate_upd + commit, PSA = validate_acc + disclose
     "validate_upd", "commit", "validate_acc", "disclose", "persist", "index",
     "AccessValidation", "ActiveState", "AddOp", "Capability", "ChatMessage", "Completion", "ContextOverflowError",
-    "DeltaOp", "Embedder", "Embeddings", "Environment", "EpisodeResult", "FlowStateError", "FlowStateOptions",
+    "DeltaOp", "Embedder", "Embeddings", "Environment", "EpisodeResult", "EpisodeShape", "FlowStateError", "FlowStateOptions",
     "FlowStateRuntime", "FlowStateSession", "FocusRequest", "FullContextOptions", "FullContextSession", "IndexEntry",
     "LoopLimits", "METHODS", "MethodCallers", "MethodOptions", "MethodPlugin", "MethodRecord", "MethodSession",
-    "ModelExchange", "Observation", "Origin", "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref", "Registry",
+    "ModelExchange", "Observation", "Origin", "OwnCalls", "ParsedOutput", "Policy", "ProtocolMode", "Reason", "Ref", "Registry",
     "Rejection", "RelationType", "RemoveOp", "Repository", "RepositoryExport", "RequestEnd", "RequestOutcome",
     "RequestRecord", "RequestStart", "SamplingOverride", "StateNode", "StateType", "StepClock", "StepEffects",
     "StepRecord", "StepRunner", "TaskPrompt", "TokenUsage", "ToolCall", "ToolResult", "Trace", "UnknownPluginError",

@@ -23,10 +23,12 @@ from flowstate import (
     Capability,
     ChatMessage,
     Embedder,
+    EpisodeShape,
     MethodCallers,
     MethodOptions,
     MethodSession,
     Observation,
+    OwnCalls,
     ParsedOutput,
     Policy,
     RequestOutcome,
@@ -119,6 +121,15 @@ class RecallSession(LastNSession):
         super().__init__(task, options, tool_names, callers)
         self.vectors: list[list[float]] = []
         self.shown: list[str] = []
+
+    @classmethod
+    def own_calls(cls, options: MethodOptions, task: TaskPrompt, shape: EpisodeShape) -> OwnCalls:
+        """What the dry run estimates: a note per request (its entries in the prompt), each embedded,
+        and the query of every request after the first."""
+        notes, entries = shape.requests, shape.memory_entries * shape.entry_tokens
+        embeddings = notes + max(shape.requests - 1, 0)
+        return OwnCalls(memory=notes, memory_tokens=entries, embeddings=embeddings,
+                        embedding_tokens=embeddings * shape.entry_tokens)
 
     @property
     def memory_model(self) -> Policy:

@@ -5,7 +5,15 @@ session class over that model (``MethodSession[MyOptions]``) declaring what it u
 :func:`register_method`, which type-checks the pair.
 """
 
-from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
+from flowstate.methods.base import (
+    Capability,
+    EpisodeShape,
+    MethodCallers,
+    MethodOptions,
+    MethodSession,
+    OwnCalls,
+    StateStats,
+)
 from flowstate.methods.bm25 import BM25Options, BM25Session
 from flowstate.methods.flowstate_ablations import (
     FlowStateNoIsuOptions,
@@ -41,10 +49,10 @@ register_method(ReasoningBankOptions, ReasoningBankSession, release=REASONINGBAN
 register_method(Mem0Options, Mem0Session)
 
 __all__ = [
-    "METHODS", "BM25Options", "BM25Session", "Capability", "FlowStateNoIsuOptions", "FlowStateNoIsuSession",
+    "METHODS", "BM25Options", "BM25Session", "Capability", "EpisodeShape", "FlowStateNoIsuOptions", "FlowStateNoIsuSession",
     "FlowStateNoPsaOptions", "FlowStateNoPsaSession", "FlowStateOptions", "FlowStateSession",
     "FullContextOptions", "FullContextSession", "Mem0Options", "Mem0Session", "MethodCallers", "MethodOptions", "MethodPlugin",
-    "MethodSession", "ReasoningBankOptions", "ReasoningBankSession", "StateStats", "method_options",
+    "MethodSession", "OwnCalls", "ReasoningBankOptions", "ReasoningBankSession", "StateStats", "method_options",
     "method_plugin", "new_session", "register_method",
     "render_trajectory", "ZipActBM25Options", "ZipActBM25Session", "ZipActOptions", "ZipActSession",
 ]

@@ -78,6 +78,28 @@ class MethodCallers:
     agent_prompt_tokens: int | None = None
 
 
+@dataclass(frozen=True)
+class EpisodeShape:
+    """One episode's size as a dry run guesses it before it runs (the benchmark's guess for its task):
+    what the calls a method makes of its own models follow from."""
+
+    requests: float
+    steps: float  # the agent's model calls
+    observations: float  # steps whose tool calls returned an observation
+    memory_entries: float  # the benchmark's memory entries, its initial memory included
+    entry_tokens: float  # tokens of one memory entry or observation
+
+
+@dataclass(frozen=True)
+class OwnCalls:
+    """The calls a method makes of its own models in one episode (the agent's are the loop's)."""
+
+    memory: float = 0.0
+    memory_tokens: float = 0.0  # prompt and completion tokens of those calls together
+    embeddings: float = 0.0
+    embedding_tokens: float = 0.0
+
+
 class StateStats(BaseModel):
     """Sizes of what the model saw at one step."""
 
@@ -124,6 +146,12 @@ class MethodSession(ABC, Generic[OptionsT]):
     def capabilities(cls, options: OptionsT) -> frozenset[Capability]:
         """What the method uses with these options (by default, what its class declares)."""
         return cls.uses
+
+    @classmethod
+    def own_calls(cls, options: OptionsT, task: TaskPrompt, shape: EpisodeShape) -> OwnCalls:
+        """The calls of the method's own models in an episode of ``shape``, for the dry run's
+        estimate: none unless the method declares them (a method that calls a model overrides this)."""
+        return OwnCalls()
 
     def state_blocks(self) -> tuple[str, ...]:
         """The state blocks of this method's output protocol, in protocol order."""

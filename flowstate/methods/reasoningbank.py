@@ -26,8 +26,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from flowstate.chat import ChatMessage, Embedder, Policy, SamplingOverride, with_sampling
-from flowstate.methods.base import Capability, MethodCallers, MethodOptions
+from flowstate.chat import ChatMessage, Embedder, Policy, SamplingOverride, estimate_tokens, with_sampling
+from flowstate.methods.base import Capability, EpisodeShape, MethodCallers, MethodOptions, OwnCalls
 from flowstate.methods.memory_system import NOTHING_RETRIEVED, MemorySystemSession
 from flowstate.methods.reasoningbank_release import RELEASE
 from flowstate.prompts import TaskPrompt
@@ -124,6 +124,17 @@ class ReasoningBankSession(MemorySystemSession[ReasoningBankOptions]):
         super().__init__(task, options, tool_names, callers)
         assert callers.memory is not None and callers.embeddings is not None  # checked by new_session
         self.bank = ReasoningBank(callers.memory, callers.embeddings, options)
+
+    @classmethod
+    def own_calls(cls, options: ReasoningBankOptions, task: TaskPrompt, shape: EpisodeShape) -> OwnCalls:
+        """Per entry a judge call and an extraction call (each with the entry) and one embedding;
+        per request, once something is stored, one embedding of its query."""
+        extraction = max(estimate_tokens(RELEASE.read(name, what="ReasoningBank")) for name in PROMPTS.values())
+        judge = estimate_tokens(JUDGE_SYSTEM + JUDGE_QUESTION)
+        entries, entry = shape.memory_entries, min(shape.entry_tokens, options.embed_chars / 4)
+        embeddings = entries + (shape.requests if entries else 0)  # an empty bank is not searched
+        return OwnCalls(memory=2 * entries, memory_tokens=entries * (judge + extraction + 2 * shape.entry_tokens),
+                        embeddings=embeddings, embedding_tokens=embeddings * entry)
 
     async def store(self, entries: list[str]) -> None:
         for entry in entries:

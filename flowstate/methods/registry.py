@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from typing import Any, Generic
 
 from flowstate.data import PromptRelease
-from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, OptionsT
+from flowstate.methods.base import (
+    Capability,
+    EpisodeShape,
+    MethodCallers,
+    MethodOptions,
+    MethodSession,
+    OptionsT,
+    OwnCalls,
+)
 from flowstate.prompts import TaskPrompt
 from flowstate.registry import Registry
 
@@ -29,6 +37,10 @@ class MethodPlugin(Generic[OptionsT]):
     def uses(self, options: OptionsT) -> frozenset[Capability]:
         """What the method uses with these options (a method's capabilities may follow its options)."""
         return self.session.capabilities(options)
+
+    def own_calls(self, options: OptionsT, task: TaskPrompt, shape: EpisodeShape) -> OwnCalls:
+        """The calls of the method's own models in an episode of ``shape`` (its declaration)."""
+        return self.session.own_calls(options, task, shape)
 
 
 # Each plug-in's options type is its own (register_method checks that its session reads that type):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from flowstate import Environment, FlowStateError, MethodOptions, MethodPlugin, Policy, TaskPrompt
+from flowstate import Environment, EpisodeShape, FlowStateError, MethodOptions, MethodPlugin, Policy, TaskPrompt
 from flowstate.registry import Registry
 from pipeline.benchmarks.transcript import TranscriptMessage
 from pipeline.core.catalog import CATALOGS, BenchmarkCatalog, MetricSpec
@@ -27,6 +27,16 @@ if TYPE_CHECKING:
 
 # The benchmark's own cell model (a BenchmarkCell that narrows ``benchmark`` and ``domain``).
 CellT = TypeVar("CellT", bound=BenchmarkCell)
+
+
+@dataclass(frozen=True)
+class ExpectedEpisode:
+    """Rough size of one episode, for dry-run estimates: its shape (what the agent's calls and a
+    method's own calls follow from) and the calls of the benchmark's roles (user simulator, judge,
+    tool model)."""
+
+    shape: EpisodeShape
+    other_calls: float = 0.0
 
 
 class RequestGrade(BaseModel):
@@ -160,9 +170,10 @@ class Benchmark(ABC, Generic[CellT]):
         """The roles beside the agent that the cell's episodes call: user_simulator, judge, tool_model."""
         return frozenset()
 
-    def expected_calls(self, cell: CellT, task_id: str) -> tuple[float, float]:
-        """Rough (agent calls, other model calls) of one episode, for dry-run estimates."""
-        return 8.0, 0.0
+    def expected_episode(self, cell: CellT, task_id: str) -> ExpectedEpisode:
+        """Rough size of one episode, for dry-run estimates (by default one request of 8 steps, each
+        but the last with an observation, and no memory entries)."""
+        return ExpectedEpisode(EpisodeShape(requests=1, steps=8, observations=7, memory_entries=0, entry_tokens=500))
 
     # -- optional: the report's layout ------------------------------------------------------------
     # Heading and caption of the benchmark's main table in the report.
@@ -220,3 +231,10 @@ def register_benchmark(benchmark: B) -> B:
 def benchmark_of(cell: BenchmarkCell) -> Benchmark[Any]:
     """The benchmark a cell belongs to (its cell type is the cell's own, unknown to generic callers)."""
     return BENCHMARKS.get(cell.benchmark)
+
+
+def episode_prompt(cell: BenchmarkCell, task_id: str) -> TaskPrompt:
+    """The task's prompt as a method sees it: with the cell's benchmark and domain (the state a
+    method keeps may follow them)."""
+    prompt = benchmark_of(cell).task_prompt(cell, task_id)
+    return prompt.model_copy(update={"benchmark": cell.benchmark, "domain": cell.domain})

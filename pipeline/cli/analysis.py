@@ -15,6 +15,7 @@ import duckdb
 
 from pipeline.analysis.catalog import FORMATS, list_queries
 from pipeline.core.cli_hooks import CliError
+from pipeline.core.commands import flowstate_command
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -38,7 +39,7 @@ def _reading_results(handler: Handler) -> Handler:
         try:
             return handler(args)
         except duckdb.Error as exc:
-            raise CliError(f"{exc}; `flowstate verify` checks the sweep's files") from None
+            raise CliError(f"{exc}; `{flowstate_command('verify')}` checks the sweep's files") from None
 
     return run
 
@@ -91,7 +92,7 @@ def _track(args: argparse.Namespace) -> int:
             r = log_sweep(sweep, experiment=args.experiment, tracking_uri=args.tracking_uri)
         except MlflowException as exc:  # a store that fails: its message names the URL, password and all
             raise CliError(f"{sweep}: MLflow logging failed ({redact_url(str(exc))}); the results are on disk: run "
-                           f"`flowstate track {sweep}` again once the store answers") from None
+                           f"`{flowstate_command(f'track {sweep}')}` again once the store answers") from None
         print(f"{sweep.name}: run {r.parent_run_id} ({len(r.child_run_ids)} cells, {r.metrics_logged} metrics, "
               f"{r.traces_logged} traces) in experiment {r.experiment_id} at {r.tracking_uri}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from flowstate.errors import FlowStateError
 from pipeline.core.cli_hooks import CliError, CliHooks, read_json, write_json
+from pipeline.core.commands import flowstate_command, mlflow_command
 
 
 # -- trace -------------------------------------------------------------------------------------
@@ -39,6 +41,7 @@ def _trace_replay(args: argparse.Namespace) -> int:
 
 # -- run ---------------------------------------------------------------------------------------
 CLAIM_LOST_STATUS = 3  # another driver took the sweep over while this one was stalled (pipeline.store.claim)
+RAY_AUTH_MODE = "RAY_AUTH_MODE"  # Ray's authentication mode: token or disabled
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -64,10 +67,11 @@ def _run(args: argparse.Namespace) -> int:
     if result is None:
         return 0
     print(f"results: {result.sweep_dir}")
-    print(f"  query:  flowstate query pass_rate --runs {result.sweep_dir}   (flowstate query --help lists the others)")
-    print(f"  report: flowstate report {result.sweep_dir}")
+    print(f"  query:  {flowstate_command(f'query pass_rate --runs {result.sweep_dir}')}   "
+          f"({flowstate_command('query --help')} lists the others)")
+    print(f"  report: {flowstate_command(f'report {result.sweep_dir}')}")
     if result.tracking_uri:
-        print(f"  compare runs: mlflow ui --backend-store-uri {result.tracking_uri}")
+        print(f"  compare runs: {mlflow_command(f'ui --backend-store-uri {result.tracking_uri}')}")
     if result.interrupted:
         return stop_status()
     return 1 if result.failed or result.finish_errors else 0
@@ -121,7 +125,8 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"{one.name} and {other.name} hold {count} of the same episodes (a copied sweep, or jobs that share "
               "cells): readers of both read each episode once, from one of them")
     if bad:
-        print("`flowstate run` of the job moves bad files to quarantine/ and runs their episodes again", file=sys.stderr)
+        print(f"`{flowstate_command('run')}` of the job moves bad files to quarantine/ and runs their episodes again",
+              file=sys.stderr)
     return 1 if bad or copies else 0
 
 
@@ -205,9 +210,19 @@ def _warning_line(message: Warning | str, category: type[Warning], *rest: object
     return f"flowstate: warning: {message}\n"
 
 
+def _choose_ray_authentication(argv: Sequence[str]) -> None:
+    """Token authentication for a local Ray cluster a run starts, chosen explicitly. Unchosen, Ray
+    chooses it too, but warns so on every start; it reads the choice once, when it is imported (the
+    plug-ins the parser lists import it), hence here. A cluster joined by address keeps its own."""
+    joining = os.environ.get("RAY_ADDRESS") or any(arg.split("=")[0] == "--address" for arg in argv)
+    if not joining:
+        os.environ.setdefault(RAY_AUTH_MODE, "token")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
+    _choose_ray_authentication(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     warnings.formatwarning = _warning_line

@@ -23,7 +23,15 @@ from flowstate import (
     new_session,
     run_episode,
 )
-from pipeline.benchmarks.base import EpisodeRecord, Grade, GradingError, JudgeRequiredError, RoleCallers, benchmark_of
+from pipeline.benchmarks.base import (
+    EpisodeRecord,
+    Grade,
+    GradingError,
+    JudgeRequiredError,
+    RoleCallers,
+    benchmark_of,
+    episode_prompt,
+)
 from pipeline.benchmarks.transcript import TranscriptMessage
 from pipeline.core.fault_injection import crash_point
 from pipeline.core.specs import BenchmarkCell, EpisodeSpec
@@ -75,7 +83,7 @@ async def run_sweep_episode(spec: EpisodeSpec, callers: EpisodeCallers, limits: 
         embeddings=log.embedder(callers.embeddings) if Capability.EMBEDDINGS in uses else None,
         agent_prompt_tokens=callers.agent_prompt_tokens,
     )
-    task = benchmark.task_prompt(cell, spec.task_id).model_copy(update={"benchmark": cell.benchmark, "domain": cell.domain})
+    task = episode_prompt(cell, spec.task_id)
     session = new_session(spec.cell.method, task,
                           benchmark.tool_names(cell, spec.task_id), method_callers)
     log.clock = session.clock

@@ -1,19 +1,21 @@
 """Rough model-call and token estimates for ``flowstate run --dry-run``.
 
 Where the sweep already has finished episodes of a cell, their averages are used; otherwise a
-heuristic from the benchmark's expected calls per task and the size of the cell's system prompt.
-Labelled as an estimate wherever it is shown.
+heuristic: the benchmark's expected episode (requests, steps, memory entries) gives the agent's
+calls, each with the cell's system prompt, and the method declares the calls of its own models
+(``MethodSession.own_calls``). Labelled as an estimate wherever it is shown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
-from flowstate import METHODS, estimate_tokens
-from pipeline.benchmarks.base import benchmark_of
+from flowstate import METHODS, ChatMessage, Completion, Embeddings, MethodCallers, estimate_tokens
+from pipeline.benchmarks.base import benchmark_of, episode_prompt
 from pipeline.config.sweep import Sweep
 from pipeline.core.specs import Cell, EpisodeSpec, ModelUse
 from pipeline.store.files import table_files
@@ -22,6 +24,20 @@ from pipeline.store.reader import select
 # Heuristic per call: the agent sees the system prompt plus this much context; other roles this much.
 CONTEXT_TOKENS_PER_CALL = 1000
 OTHER_TOKENS_PER_CALL = 800
+
+
+class NoModel:
+    """The models a session is built with to show its system message: a dry run calls none."""
+
+    async def complete(self, messages: Sequence[ChatMessage], *,
+                       json_schema: Mapping[str, Any] | None = None) -> Completion:
+        raise AssertionError("a dry run calls no model")
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        raise AssertionError("a dry run calls no model")
+
+
+NO_MODELS = MethodCallers(memory=NoModel(), embeddings=NoModel())
 
 
 class CellEstimate(BaseModel):
@@ -47,20 +63,22 @@ def _measured(sweep_dir: Path) -> dict[str, tuple[int, float, float]]:
 def _heuristic(cell: Cell, episodes: Sequence[EpisodeSpec]) -> tuple[float, float]:
     bench = cell.benchmark
     benchmark = benchmark_of(bench)
-    session_type = METHODS.get(cell.method.name).session
+    method = METHODS.get(cell.method.name)
     system_tokens: dict[object, int] = {}
     calls = tokens = 0.0
     for spec in episodes:
-        prompt = benchmark.task_prompt(bench, spec.task_id)
+        prompt = episode_prompt(bench, spec.task_id)
         if prompt not in system_tokens:  # the system message only (no model is called)
-            session = session_type(prompt, cell.method, benchmark.tool_names(bench, spec.task_id))
+            session = method.session(prompt, cell.method, benchmark.tool_names(bench, spec.task_id), NO_MODELS)
             system_tokens[prompt] = estimate_tokens(session.system_message.content)
-        per_call = system_tokens[prompt] + CONTEXT_TOKENS_PER_CALL
-        agent_calls, other_calls = benchmark.expected_calls(bench, spec.task_id)
+        expected = benchmark.expected_episode(bench, spec.task_id)
+        shape, other_calls = expected.shape, expected.other_calls
         if not any(isinstance(use, ModelUse) for use in (spec.user_simulator, spec.judge, spec.tool_model)):
             other_calls = 0
-        calls += agent_calls + other_calls
-        tokens += agent_calls * per_call + other_calls * OTHER_TOKENS_PER_CALL
+        own = method.own_calls(cell.method, prompt, shape)
+        calls += shape.steps + other_calls + own.memory + own.embeddings
+        tokens += (shape.steps * (system_tokens[prompt] + CONTEXT_TOKENS_PER_CALL) + other_calls * OTHER_TOKENS_PER_CALL
+                   + own.memory_tokens + own.embedding_tokens)
     return calls, tokens
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from pipeline.config.secrets import redact_url
+from pipeline.core.commands import flowstate_command
 from pipeline.core.disk_full import describe, remedy, storage_failure
 from pipeline.run.stopping import raise_if_stopping
 from pipeline.store.manifest import finished_steps, record_finished
@@ -38,8 +39,8 @@ def finish_sweep(sweep_dir: Path, console: Console, *, skip_finished: bool = Fal
             raise_if_stopping()  # a stop that DuckDB turned into "Query interrupted" is no failure
             disk = storage_failure(exc)  # a full disk: say which file, and what to do first
             first = f"{remedy(disk)}, then " if disk else ""
-            errors.append(f"compaction failed ({describe(disk) if disk else exc}); {first}run `flowstate compact "
-                          f"{sweep_dir}` to retry")
+            errors.append(f"compaction failed ({describe(disk) if disk else exc}); {first}run "
+                          f"`{flowstate_command(f'compact {sweep_dir}')}` to retry")
     tracked = finished.get("tracked")
     if tracked is not None:
         run_id, uri = tracked.get("run_id"), tracked.get("tracking_uri")
@@ -56,8 +57,9 @@ def finish_sweep(sweep_dir: Path, console: Console, *, skip_finished: bool = Fal
                           f"{t.traces_logged} traces) at {t.tracking_uri} in {t.duration_s:.1f}s")
         except Exception as exc:  # noqa: BLE001 - e.g. a tracking server that is down; the results are on disk
             raise_if_stopping()
-            errors.append(f"MLflow logging failed ({type(exc).__name__}: {redact_url(str(exc))}); run `flowstate track "
-                          f"{sweep_dir}` to retry")  # the store's URL is in MLflow's errors, password and all
+            # the store's URL is in MLflow's errors, password and all
+            errors.append(f"MLflow logging failed ({type(exc).__name__}: {redact_url(str(exc))}); run "
+                          f"`{flowstate_command(f'track {sweep_dir}')}` to retry")
     for error in errors:
         console.print(f"[red]{error}[/red]")
     return run_id, uri, errors

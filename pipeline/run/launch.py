@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 from rich.console import Console
 
+from pipeline.core.commands import flowstate_command
 from pipeline.core.disk_full import storage_errors
 from pipeline.run.dispatch import Progress, dispatch
 from pipeline.run.finish import finish_sweep
@@ -146,8 +147,8 @@ def _run_claimed(plan: Plan, job_path: Path, address: str | None, console: Conso
     if not interrupted:
         _finish(result, live, console, skip_finished=not changes)
     if result.interrupted:
-        console.print(f"not compacted or logged to MLflow in full (interrupted): resume, or run `flowstate compact "
-                      f"{sweep_dir}` and `flowstate track {sweep_dir}`")
+        console.print(f"not compacted or logged to MLflow in full (interrupted): resume, or run "
+                      f"`{flowstate_command(f'compact {sweep_dir}')}` and `{flowstate_command(f'track {sweep_dir}')}`")
     return result
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.config.secrets import redact_url
+from pipeline.core.commands import flowstate_command
 from pipeline.run.tally import EpisodeTally
 from pipeline.store.manifest import read_manifest, record_mlflow_run
 
@@ -185,7 +186,7 @@ class LiveTracking:
                 self.failed_pushes += 1
                 error = redact_url(str(exc))  # MLflow's errors name the store's URL, a password in it included
                 self._warn_once(f"MLflow live tracking failed ({type(exc).__name__}: {error}); the sweep goes on, "
-                                "and its results are logged in full at its end or by `flowstate track`")
+                                f"and its results are logged in full at its end or by `{flowstate_command('track')}`")
             if stopping:
                 return
             self._stop.wait(self.every_s)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline.core.commands import flowstate_command
 from pipeline.store.files import NoResultsError, pending_small, scan_sweep, sweep_dirs, whole_files
 from pipeline.store.inventory import EPISODES_TABLE as EPISODES
 from pipeline.store.reader import FAILED
@@ -150,7 +151,7 @@ def read_set(sweeps: Iterable[Path]) -> ReadSet:
         warnings.warn(DuplicateResultsWarning(
             f"{len(duplicated)} episodes have more than one copy ({where}): each is read once, every table from one "
             "copy (a result before an infrastructure failure, then the folder first by name; within a folder, the "
-            "newest compacted part); `flowstate verify` lists them"), stacklevel=2)
+            f"newest compacted part); `{flowstate_command('verify')}` lists them"), stacklevel=2)
     files = {table: [p for c in copies for p in c.files(table)] for table in ANALYSIS_TABLES}
     read = {p for paths in files.values() for p in paths}
     return ReadSet(files, {p: frozenset(e) for c in copies for p, e in c.left_out.items() if p in read})

@@ -32,6 +32,7 @@ from pathlib import Path
 import duckdb
 
 from flowstate.errors import FlowStateError
+from pipeline.core.commands import flowstate_command
 from pipeline.store.inventory import looks_whole, read_record
 from pipeline.store.tables import ANALYSIS_TABLES
 
@@ -226,8 +227,8 @@ def whole_files(paths: list[Path]) -> list[Path]:
     broken = [p for p in paths if not looks_whole(p)]
     for path in broken:
         warnings.warn(IncompleteResultsWarning(
-            f"left out {path} (not a whole Parquet file): results are incomplete; `flowstate verify` lists "
-            "what it held, `flowstate run` of the job runs it again"), stacklevel=3)
+            f"left out {path} (not a whole Parquet file): results are incomplete; `{flowstate_command('verify')}` "
+            f"lists what it held, `{flowstate_command('run')}` of the job runs it again"), stacklevel=3)
     return [p for p in paths if p not in broken] if broken else paths
 
 

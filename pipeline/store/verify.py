@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from flowstate.errors import FlowStateError
 from pipeline.core.atomic import write_text_atomic
+from pipeline.core.commands import flowstate_command
 from pipeline.store.files import PARQUET, PART_PREFIX, Partition, scan_sweep
 from pipeline.store.inventory import (
     EPISODES_TABLE,
@@ -69,7 +70,7 @@ def verify_sweep(sweep_dir: Path, *, thorough: bool = True) -> Verification:
             result.duplicates += [Problem(table, partition.directory.name, path, tuple(sorted(older)),
                                           "its episodes are also in a newer part (two copies of the sweep merged "
                                           "into one folder?): readers read the newer part's rows, and "
-                                          "`flowstate compact` drops these")
+                                          f"`{flowstate_command('compact')}` drops these")
                                   for path, older in sorted(partition.other_copies.items())]
         present = {p.directory.name for p in parts}
         for folder in sorted((sweep_dir / INVENTORY / table).glob("cell=*")):  # a whole partition folder gone

@@ -27,14 +27,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from flowstate.chat import SamplingOverride, with_sampling
-from flowstate.methods.base import Capability, MethodCallers, MethodOptions
+from flowstate.chat import SamplingOverride, estimate_tokens, with_sampling
+from flowstate.methods.base import Capability, EpisodeShape, MethodCallers, MethodOptions, OwnCalls
 from flowstate.methods.memory_system import NOTHING_RETRIEVED, MemorySystemSession
 from flowstate.prompts import TaskPrompt
 
 # MemoryArena's wrapper acknowledges every added entry with this assistant message.
 ACKNOWLEDGEMENT = "Thanks for the information! I will remember this."
 USER_ID = "episode"  # one store per episode, so one user
+# Mem0's add() shows its extraction call the last 10 messages of the store: 5 earlier entries with their
+# acknowledgements.
+EARLIER_ENTRIES_SHOWN = 5
 
 
 class Mem0Options(MethodOptions):
@@ -68,6 +71,23 @@ class Mem0Session(MemorySystemSession[Mem0Options]):
         self._bridge: Any = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mem0")  # Mem0 is synchronous
         self._scratch: Path | None = None  # made with the store
+
+    @classmethod
+    def own_calls(cls, options: Mem0Options, task: TaskPrompt, shape: EpisodeShape) -> OwnCalls:
+        """Mem0 2.2.1's ``add``: one extraction call (its prompt, the entry, earlier entries) and two
+        embeddings (the entry, to find what the store holds; the extracted memories, in one batch);
+        ``search``: one embedding per request; and one when the store is made, for the embeddings'
+        dimension. No entries, no store: no calls."""
+        from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT  # about a second: only when estimating
+
+        entries, entry = shape.memory_entries, shape.entry_tokens
+        if not entries:
+            return OwnCalls()  # the store is made at the first entry: nothing stored, nothing called
+        shown = sum(min(i, EARLIER_ENTRIES_SHOWN) for i in range(round(entries)))  # earlier entries in each call
+        return OwnCalls(memory=entries,
+                        memory_tokens=entries * (estimate_tokens(ADDITIVE_EXTRACTION_PROMPT) + entry) + shown * entry,
+                        embeddings=1 + 2 * entries + shape.requests,
+                        embedding_tokens=(2 * entries + shape.requests) * entry)
 
     async def _in_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         self._bridge.loop = asyncio.get_running_loop()  # the callers' loop (a driver may run each call anew)

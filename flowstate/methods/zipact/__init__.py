@@ -23,8 +23,16 @@ import json
 import re
 from typing import Any, ClassVar, Literal, TypeVar
 
-from flowstate.chat import ChatMessage
-from flowstate.methods.base import Capability, MethodCallers, MethodOptions, MethodSession, StateStats
+from flowstate.chat import ChatMessage, estimate_tokens
+from flowstate.methods.base import (
+    Capability,
+    EpisodeShape,
+    MethodCallers,
+    MethodOptions,
+    MethodSession,
+    OwnCalls,
+    StateStats,
+)
 from flowstate.methods.bm25 import Recall, RetrievalOptions
 from flowstate.methods.memory_system import NOTHING_RETRIEVED
 from flowstate.methods.zipact.prompts import (
@@ -68,6 +76,19 @@ class ZipActSession(MethodSession[StateTrackingOptionsT]):
         """Inline, the state is a block of the agent's output; separate, the method's own model updates it."""
         updater = Capability.MEMORY_MODEL if options.updater == "separate" else Capability.EXECUTION_STATE
         return (cls.uses - {Capability.EXECUTION_STATE, Capability.MEMORY_MODEL}) | {updater}
+
+    @classmethod
+    def own_calls(cls, options: StateTrackingOptionsT, task: TaskPrompt, shape: EpisodeShape) -> OwnCalls:
+        """Inline, none; separate, one update per request and per observation, each with the updater's
+        prompt, the state and the observation, and the state back."""
+        if options.updater != "separate":
+            return OwnCalls()
+        world = world_state(task.benchmark, task.domain)
+        empty = initial_state(world)
+        fixed = estimate_tokens(updater_system(world)) + estimate_tokens(updater_user(empty, NO_ACTION, ""))
+        per_call = fixed + shape.entry_tokens + estimate_tokens(json.dumps(empty, indent=2))
+        calls = shape.requests + shape.observations
+        return OwnCalls(memory=calls, memory_tokens=calls * per_call)
 
     def __init__(self, task: TaskPrompt, options: StateTrackingOptionsT, tool_names: list[str] | None = None,
                  callers: MethodCallers = MethodCallers()) -> None:

@@ -4,17 +4,19 @@ shopping (WebShop's store over the product database) end to end, graded as upstr
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from flowstate import ChatMessage, Completion, MethodOptions, MethodPlugin, Policy, TaskPrompt
+from flowstate import ChatMessage, Completion, EpisodeShape, MethodOptions, MethodPlugin, Policy, TaskPrompt
 from pipeline.benchmarks.base import (
     Benchmark,
     BenchmarkEnvironment,
     BenchmarkOptionError,
     EpisodeRecord,
+    ExpectedEpisode,
     Grade,
     JudgeRequiredError,
     RequestGrade,
@@ -54,6 +56,27 @@ SHOPPING = "bundled_shopping"
 # Environments whose prompt or memory texts changed since their cells' ids were first pinned, and how
 # often: group travel's base plan lost a second trailing newline (CONTRACT §4.1).
 TEXT_REVISIONS: dict[str, int] = {"group_travel_planner": 1}
+
+
+@dataclass(frozen=True)
+class SubtaskSize:
+    """Dry-run heuristic for one subtask (a request) of a domain."""
+
+    steps: float  # the agent's
+    observations: float  # steps with a tool's result
+    entries: float  # memory entries the subtask hands a method when it ends
+    entry_tokens: float  # of one entry or observation
+    other_calls: float = 0.0  # the judge's and the tool model's
+    initial_entries: float = 1.0  # the task's initial memory
+
+
+# Shopping stores one entry per action (the page before, the action, the page after); formal
+# reasoning and travel one per subtask, after an initial one.
+SUBTASK_SIZES = {
+    SHOPPING: SubtaskSize(steps=6, observations=6, entries=6, entry_tokens=1000, initial_entries=0),
+    "group_travel_planner": SubtaskSize(steps=12, observations=11, entries=1, entry_tokens=800),
+    **{domain: SubtaskSize(steps=3, observations=2, entries=1, entry_tokens=150, other_calls=2) for domain in FORMAL},
+}
 
 
 class MemoryArenaCell(BenchmarkCell):
@@ -243,11 +266,12 @@ class MemoryArena(Benchmark[MemoryArenaCell]):
         assert isinstance(task, TravelTask)
         return _grade_travel(task, answers)
 
-    def expected_calls(self, cell: MemoryArenaCell, task_id: str) -> tuple[float, float]:
-        subtasks = len(_task(cell, task_id).questions)
-        if cell.domain == SHOPPING:
-            return 6.0 * subtasks, 0.0
-        return (3.0 * subtasks, 2.0 * subtasks) if cell.domain in FORMAL else (12.0 * subtasks, 0.0)
+    def expected_episode(self, cell: MemoryArenaCell, task_id: str) -> ExpectedEpisode:
+        n = len(_task(cell, task_id).questions)
+        size = SUBTASK_SIZES[cell.domain]
+        shape = EpisodeShape(requests=n, steps=size.steps * n, observations=size.observations * n,
+                             memory_entries=size.initial_entries + size.entries * n, entry_tokens=size.entry_tokens)
+        return ExpectedEpisode(shape, other_calls=size.other_calls * n)
 
     def domain_label(self, domain: str) -> str:
         return DOMAIN_LABELS.get(domain, domain)

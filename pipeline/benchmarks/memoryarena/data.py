@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
+from pipeline.core.commands import flowstate_command
 from pipeline.core.data import DATA_ENV_VAR, BenchmarkDataError
 
 SUBDIR = "memoryarena"
@@ -48,7 +49,7 @@ def data_root(data_dir: str | Path | None = None) -> Path:
     root = data_dir if data_dir is not None else os.environ.get(DATA_ENV_VAR)
     if not root:
         raise MemoryArenaDataError(f"No MemoryArena data directory: set {DATA_ENV_VAR} to the folder that holds "
-                                   f"{SUBDIR}/, or run `flowstate data fetch memoryarena`.")
+                                   f"{SUBDIR}/, or run `{flowstate_command('data fetch memoryarena')}`.")
     return Path(root).expanduser().resolve() / SUBDIR
 
 
@@ -163,7 +164,7 @@ def load_tasks(path: Path, config: Config) -> list[Task]:
         stat = path.stat()
     except OSError as exc:
         raise MemoryArenaDataError(f"MemoryArena task file {path} is missing ({exc.strerror}): run "
-                                   f"`flowstate data fetch memoryarena`, or set {DATA_ENV_VAR}") from None
+                                   f"`{flowstate_command('data fetch memoryarena')}`, or set {DATA_ENV_VAR}") from None
     key = (str(path), config, stat.st_size, stat.st_mtime_ns)
     if key not in _loaded:
         _loaded[key] = parse_tasks(path.read_text(encoding="utf-8"), config, str(path))

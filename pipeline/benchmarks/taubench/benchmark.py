@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from flowstate import MethodOptions, MethodPlugin, Policy, TaskPrompt
+from flowstate import EpisodeShape, MethodOptions, MethodPlugin, Policy, TaskPrompt
 from pipeline.benchmarks.base import (
     Benchmark,
     BenchmarkOptionError,
     EpisodeRecord,
+    ExpectedEpisode,
     Grade,
     GradingError,
     RoleCallers,
@@ -35,9 +36,11 @@ if TYPE_CHECKING:
 TAU_ROLE = "You are a customer service agent that helps the user according to the policy below."
 JUDGE_ATTEMPTS = 3
 # Dry-run heuristic: the agent calls once per gold action plus a few steps for talking and state
-# bookkeeping; the user simulator speaks about this often.
+# bookkeeping; the user simulator speaks about this often. Each step sees a tool's result or the
+# user's reply of about this many tokens.
 EXTRA_AGENT_CALLS = 4
 USER_CALLS = 4
+OBSERVATION_TOKENS = 300
 
 
 class TauBenchCell(BenchmarkCell):
@@ -174,9 +177,12 @@ class TauBench(Benchmark[TauBenchCell]):
                 error = f"judge output unusable after {JUDGE_ATTEMPTS} attempts: {exc}"
         raise GradingError(error)
 
-    def expected_calls(self, cell: TauBenchCell, task_id: str) -> tuple[float, float]:
-        task = domains.get_task(cell.domain, task_id)
-        return len(task.evaluation_criteria.actions) + EXTRA_AGENT_CALLS, USER_CALLS
+    def expected_episode(self, cell: TauBenchCell, task_id: str) -> ExpectedEpisode:
+        """One conversation: a step per gold action, each with its observation, and a few more."""
+        actions = len(domains.get_task(cell.domain, task_id).evaluation_criteria.actions)
+        shape = EpisodeShape(requests=1, steps=actions + EXTRA_AGENT_CALLS, observations=actions + USER_CALLS,
+                             memory_entries=0, entry_tokens=OBSERVATION_TOKENS)
+        return ExpectedEpisode(shape, other_calls=USER_CALLS)
 
     def oracle(self, cell: TauBenchCell, task_id: str, method: MethodPlugin, options: MethodOptions) -> Policy:
         from pipeline.benchmarks.taubench.oracle import OraclePolicy

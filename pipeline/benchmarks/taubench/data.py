@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from pipeline.core.commands import flowstate_command
 from pipeline.core.data import DATA_ENV_VAR, BenchmarkDataError, sha256_file
 
 T = TypeVar("T")
@@ -23,7 +24,12 @@ Domain = Literal["airline", "retail"]
 DOMAINS: tuple[Domain, ...] = ("airline", "retail")
 
 SUBDIR = "taubench"
-FETCH_COMMAND = "flowstate data fetch taubench"
+
+
+def fetch_command() -> str:
+    """How to fetch the data, as the user can type it."""
+    return flowstate_command("data fetch taubench")
+
 
 UPSTREAM_REPO = "sierra-research/tau2-bench"
 UPSTREAM_COMMIT = "fc0055dc4e0a316c3f83133267fbd6faaa770992"
@@ -70,7 +76,7 @@ def data_root(data_dir: DataDir = None) -> Path:
         if not data_dir:
             raise TauBenchDataError(
                 f"No τ-bench data directory: set {DATA_ENV_VAR} to the folder that holds "
-                f"{SUBDIR}/ (or pass data_dir), or run `{FETCH_COMMAND}`."
+                f"{SUBDIR}/ (or pass data_dir), or run `{fetch_command()}`."
             )
     return _resolved(str(data_dir)) / SUBDIR
 
@@ -89,7 +95,7 @@ def _fix_hint(relative: str) -> str:
             f"data bundle into the {SUBDIR}/ folder (or pass derived_from to fetch_taubench), or "
             f"point {DATA_ENV_VAR} at a data directory that has it."
         )
-    return f"Set {DATA_ENV_VAR} to the folder that holds {SUBDIR}/, or run `{FETCH_COMMAND}`."
+    return f"Set {DATA_ENV_VAR} to the folder that holds {SUBDIR}/, or run `{fetch_command()}`."
 
 
 # (path, size, mtime_ns) of files whose checksum already matched in this process.

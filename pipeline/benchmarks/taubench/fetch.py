@@ -19,13 +19,13 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline.benchmarks.taubench.data import (
     DOMAINS,
-    FETCH_COMMAND,
     SHA256,
     SUBDIR,
     UPSTREAM_COMMIT,
     UPSTREAM_PATHS,
     UPSTREAM_REPO,
     TauBenchDataError,
+    fetch_command,
     sha256_file,
 )
 from pipeline.benchmarks.taubench.schema_derivation import derive_tools_json
@@ -134,7 +134,7 @@ def fetch_taubench(
                 found = "" if fallback is None else f" ({fallback} is missing or not the pinned file)"
                 raise TauBenchDataError(
                     f"Could not derive {relative}: {exc}\nFallback: copy tools.json from a FlowState τ-bench data "
-                    f"bundle with derived_from=FOLDER (`{FETCH_COMMAND} --derived-from FOLDER`), FOLDER "
+                    f"bundle with derived_from=FOLDER (`{fetch_command()} --derived-from FOLDER`), FOLDER "
                     f"holding {relative}{found}."
                 ) from exc
             data = fallback.read_bytes()

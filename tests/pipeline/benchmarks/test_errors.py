@@ -49,7 +49,7 @@ def test_a_task_id_that_does_not_exist_is_named() -> None:
     with pytest.raises(UnknownTaskError, match=r"memoryarena group_travel_planner \(examples\) has no tasks \['nope'\]"):
         MEMORYARENA.task_ids(TRAVEL.model_copy(update={"tasks": ["nope"]}))
     with pytest.raises(UnknownTaskError, match="has no task 'nope'"):
-        MEMORYARENA.expected_calls(TRAVEL, "nope")
+        MEMORYARENA.expected_episode(TRAVEL, "nope")
 
 
 def test_roles_and_grading_bases_a_benchmark_refuses_are_user_errors() -> None:

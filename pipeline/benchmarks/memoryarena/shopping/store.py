@@ -33,6 +33,7 @@ from pipeline.benchmarks.memoryarena.shopping.productdb import (
 )
 from pipeline.benchmarks.memoryarena.shopping.search import TOP_N, SearchIndex, cached_index
 from pipeline.core.atomic import write_json_atomic
+from pipeline.core.commands import flowstate_command
 from pipeline.core.data import cache_root, sha256_file
 
 if TYPE_CHECKING:
@@ -68,8 +69,9 @@ def db_checksums(db_dir: Path) -> dict[str, str]:
     missing = [name for name in (ITEMS, ATTRIBUTES, DOMAIN) if not (db_dir / name).is_file()]
     if missing or not catalog_files(db_dir):
         what = ", ".join(missing + ([f"{CATALOG_DIR}/*.json"] if not catalog_files(db_dir) else []))
-        raise ProductDbError(f"product database {db_dir} lacks {what}: run `flowstate data fetch memoryarena "
-                             "--with-shopping-db`, or check it with `flowstate memoryarena check-db`")
+        raise ProductDbError(f"product database {db_dir} lacks {what}: run "
+                             f"`{flowstate_command('data fetch memoryarena --with-shopping-db')}`, or check it with "
+                             f"`{flowstate_command('memoryarena check-db')}`")
     sums = {name: cached_sha256(db_dir / name) for name in (ITEMS, ATTRIBUTES, DOMAIN)}
     catalog = hashlib.sha256()
     for path in catalog_files(db_dir):
@@ -103,8 +105,9 @@ class ProductStore:
         started = time.perf_counter()
         items = db_dir / ITEMS
         if not items.is_file():
-            raise ProductDbError(f"product database {db_dir} has no {ITEMS}: run `flowstate data fetch memoryarena "
-                                 "--with-shopping-db`, or set FLOWSTATE_SHOPPING_DB")
+            raise ProductDbError(f"product database {db_dir} has no {ITEMS}: run "
+                                 f"`{flowstate_command('data fetch memoryarena --with-shopping-db')}`, "
+                                 "or set FLOWSTATE_SHOPPING_DB")
         products = list(iter_products(items))
         index, built = cached_index(db_cache_dir(db_dir) / "index", cached_sha256(items),
                                     lambda: (p.document() for p in products))

@@ -11,6 +11,9 @@ unless the template adds it), so a count here is what that server would report f
 from __future__ import annotations
 
 import atexit
+import ctypes
+import logging
+import sys
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -23,6 +26,41 @@ from pipeline.llm.kinds.llamacpp.model import smollm2_gguf
 if TYPE_CHECKING:  # llama-cpp-python is optional (the `cpu` extra): imported where a tokenizer is loaded
     from llama_cpp.llama_types import ChatCompletionRequestMessage
 
+# llama.cpp's log levels (ggml.h). llama-cpp-python 0.3.x maps them by an older enum, under which a
+# warning reads as an error and passes ``verbose=False``: a vocabulary-only model's context then
+# printed "n_ctx_seq (512) > n_ctx_train (0) -- possible training context overflow" on every run.
+GGML_LOG_LEVEL_ERROR = 4
+GGML_LOG_LEVEL_CONT = 5  # the previous message goes on
+log = logging.getLogger(__name__)
+
+
+class LlamaLog:
+    """llama.cpp's log in this process: its errors on stderr, as llama.cpp prints them; the rest
+    (a context's settings, warnings that concern no vocabulary) on this module's debug log."""
+
+    def __init__(self) -> None:
+        self.error = False
+
+    def __call__(self, level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        if level != GGML_LOG_LEVEL_CONT:
+            self.error = level >= GGML_LOG_LEVEL_ERROR
+        message = text.decode("utf-8", errors="replace")
+        if self.error:
+            print(message, end="", file=sys.stderr, flush=True)
+        else:
+            log.debug(message.rstrip("\n"))
+
+
+@cache
+def route_llama_log() -> object:
+    """Install :class:`LlamaLog` as llama.cpp's log callback (once; the ctypes callback it returns
+    must stay alive as long as llama.cpp may call it: the cache holds it)."""
+    import llama_cpp
+
+    callback = llama_cpp.llama_log_callback(LlamaLog())
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    return callback
+
 
 class GgufTokenizer:
     def __init__(self, gguf: Path) -> None:
@@ -34,6 +72,7 @@ class GgufTokenizer:
         if not gguf.is_file():
             raise TokenizerError(f"no GGUF file at {gguf}")
         self.name = gguf.stem
+        route_llama_log()
         self._llama = llama_cpp.Llama(str(gguf), vocab_only=True, verbose=False)
         atexit.register(self._llama.close)  # before interpreter shutdown, when its destructor would fail
         template = self._llama.metadata.get("tokenizer.chat_template")

@@ -221,3 +221,58 @@ def test_a_travel_sweep_made_before_the_text_revision_is_graded_and_never_resume
     sweep, sweep_dir = locate_sweep(path, out=tmp_path / "runs")
     assert sweep_dir != old.sweep_dir and not set(sweep.episodes.ids()) & set(rows(old.sweep_dir, "episodes",
                                                                                   "SELECT episode_id FROM {T}")[0])
+
+
+def test_the_estimate_s_own_model_calls_are_what_the_oracle_measured(oracle_sweep) -> None:
+    """What each method declares it calls of its own models (``own_calls``), given the measured shape of
+    each episode (requests, steps, tool steps, the benchmark's memory entries and their size), against
+    the calls and tokens the oracle sweep recorded, per method over all its episodes.
+
+    Calls within 5%: the declarations count them exactly, except that a task without initial memory
+    (shopping) has nothing to search on its first request, which a shape does not say (1 in 24).
+    Tokens within 25%: the estimate counts four characters a token where the sweep counts SmolLM2's
+    tokens, gives every entry and observation of a domain one size, and guesses no completion."""
+    from flowstate import METHODS as REGISTERED
+    from flowstate import EpisodeShape, estimate_tokens
+    from flowstate.methods.reasoningbank import JUDGE_QUESTION, JUDGE_SYSTEM
+    from pipeline.benchmarks.base import episode_prompt
+    from pipeline.run.plan import plan_sweep
+
+    result, out = oracle_sweep
+    cells = {cell.cell_id: cell for cell in plan_sweep(ORACLE_JOB, out=out).sweep.cells}
+    sweep = result.sweep_dir
+    # the benchmark's entries: each is in ReasoningBank's judge call, and of the same size for every method
+    judged = rows(sweep, "messages", "SELECT domain, prompt_json FROM {T} WHERE caller = 'memory'")
+    sizes: dict[str, list[int]] = {}
+    for domain, prompt in judged:
+        system, user = (m["content"] for m in json.loads(prompt))
+        if system == JUDGE_SYSTEM:
+            sizes.setdefault(domain, []).append(estimate_tokens(user.removesuffix(JUDGE_QUESTION)))
+    entries = dict(((d, t), n) for d, t, n in rows(sweep, "method_records", "SELECT domain, task_id, count(*) FROM {T} "
+                                                   "WHERE method = 'reasoningbank' AND kind = 'write' GROUP BY ALL"))
+    calls = {episode: counts for episode, *counts in rows(sweep, "messages", """
+        SELECT episode_id, count(*) FILTER (WHERE caller = 'agent'), count(*) FILTER (WHERE caller = 'memory'),
+               count(*) FILTER (WHERE caller = 'embeddings'),
+               sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) FILTER (WHERE caller IN ('memory', 'embeddings'))
+        FROM {T} GROUP BY ALL""")}
+    tool_steps = dict(rows(sweep, "steps", "SELECT episode_id, count(*) FILTER (WHERE len(tool_calls) > 0) FROM {T} "
+                                           "GROUP BY ALL"))
+    measured: dict[str, list[float]] = {}
+    declared: dict[str, list[float]] = {}
+    for episode, cell_id, domain, task, requests in rows(sweep, "episodes", "SELECT episode_id, cell_id, domain, task_id, "
+                                                                           "n_requests FROM {T}"):
+        cell = cells[cell_id]
+        steps, mem, emb, tok = calls[episode]
+        shape = EpisodeShape(requests=requests, steps=steps, observations=tool_steps[episode],
+                             memory_entries=entries[(domain, task)], entry_tokens=sum(sizes[domain]) / len(sizes[domain]))
+        own = REGISTERED.get(cell.method.name).own_calls(cell.method, episode_prompt(cell.benchmark, task), shape)
+        for into, values in ((measured, (mem, emb, tok or 0)),
+                             (declared, (own.memory, own.embeddings, own.memory_tokens + own.embedding_tokens))):
+            into[cell.method.display] = [a + b for a, b in zip(into.get(cell.method.display, [0, 0, 0]), values, strict=True)]
+    assert set(measured) == METHODS
+    for method in METHODS:
+        (mem, emb, tok), (own_mem, own_emb, own_tok) = measured[method], declared[method]
+        if method in ("mem0", "reasoningbank", "zipact-separate"):
+            assert mem > 0 and tok > 0, method
+        assert own_mem == pytest.approx(mem, rel=0.05) and own_emb == pytest.approx(emb, rel=0.05), method
+        assert own_tok == pytest.approx(tok, rel=0.25), (method, own_tok, tok)
