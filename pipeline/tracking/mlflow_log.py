@@ -3,16 +3,29 @@
 Layout (experiment: the job's ``tracking.experiment``, else its name):
 
 - parent run ``<sweep_id>``: params (job name, sweep id, trials, seed, code version, package versions,
-  deployment details), tags ``flowstate.sweep_id``, ``flowstate.parquet_path``; artifacts
-  ``config/`` (job file, resolved job, manifest), ``summary/`` (every shipped query as .md and .csv),
-  ``report/`` (report.md and its figures).
-- child run per cell ``<cell label>``: tags ``mlflow.parentRunId``, ``flowstate.cell_id``, benchmark,
-  domain, method, model; metrics from the SQL of ``sql/`` (counts and pass rate, every metric the
-  benchmark declares under its own name, pass^k, tokens, Δ vs. the job's baseline as
-  ``vs_baseline.d_<metric>``, ISU / PSA / protocol internals, depth retention, model-call faults as
-  ``faults.total`` and ``faults.<kind>``), logged with
-  ``log_batch`` at step = the cell's finished episodes; up to ``trace_samples_per_cell`` episodes as
-  traces attached to the child run.
+  deployment details), tags ``flowstate.sweep_id``, ``flowstate.parquet_path``; its description
+  (``mlflow.note.content``, on its overview page) the headline comparison table, a row per cell
+  (:mod:`pipeline.tracking.headline`); artifacts ``config/`` (job file, resolved job, manifest),
+  ``summary/`` (every shipped query as .md and .csv), ``report/`` (report.md and its figures).
+- child run per cell, named method first: ``<method> · <domain> · <model>`` (the cell's label is its
+  ``label`` param); tags ``mlflow.parentRunId``, ``flowstate.cell_id``, benchmark, domain, method,
+  model; a dataset input ``<benchmark>/<domain>`` (the run list's Dataset column; its digest that
+  of the job's settings of that benchmark and domain);
+  metrics:
+
+  - the headline metrics, as the paper prints them, named ``<n> <label>`` so that they sort first
+    (in the paper's column order): each benchmark's headline metrics in percent (τ-bench ``1 PR``,
+    ``2 DB``, ``3 Act.``; MemoryArena ``1 SR``, ``2 PS``, ``3 sPS``) rounded to the decimals of its
+    paper table, then ``<n> Tok`` (#Tok, 4 significant digits); with a baseline, beside each
+    ``<name> Δ pp`` (percentage points) and ``<n> Tok Δ pct`` (relative change of #Tok per
+    episode), 0 for the baseline itself;
+  - the exact ones, from the SQL of ``sql/`` (counts and pass rate, every metric the
+    benchmark declares under its own name, pass^k, tokens, Δ vs. the job's baseline as
+    ``vs_baseline.d_<metric>``, ISU / PSA / protocol internals, depth retention, model-call faults as
+    ``faults.total`` and ``faults.<kind>``, 0 for a cell without them);
+
+  logged with ``log_batch`` at step = the cell's finished episodes; up to ``trace_samples_per_cell``
+  episodes as traces attached to the child run.
 
 While a sweep runs, :mod:`pipeline.run.live_tracking` keeps the same runs RUNNING with live metrics;
 this module logs everything at the end, once per sweep and in batches: each query runs once over
@@ -23,8 +36,9 @@ KILLED; the cells' runs end as the sweep's. A parent it makes after the fact spa
 recorded runs.
 
 Re-logging reuses everything: the parent run id is kept in the manifest (``mlflow_run_id``) and also
-found by its sweep tag; child runs are found by parent and cell tags; params are logged once (they
-cannot change in MLflow); a metric is logged again only when its value changed; traces are found by
+found by its sweep tag; child runs are found by parent and cell tags (one an older version named
+otherwise is renamed); params are logged once (they cannot change in MLflow); a metric is logged
+again only when its value changed; a dataset input only when the run lacks it; traces are found by
 their episode tag and only the missing samples are added.
 """
 
