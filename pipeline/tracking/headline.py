@@ -112,23 +112,40 @@ def _text(column: str, value: float | None, places: int) -> str:
     return f"{value:.{places}f}"
 
 
+def _deltas(columns: list[str]) -> dict[str, str]:
+    """Each figure's Δ column, where it has one."""
+    return {c: d for c in columns for d in (f"{c} {DELTA_PP}", f"{c} {DELTA_PCT}") if d in columns}
+
+
+def _cell(row: HeadlineRow, column: str, delta: str | None, places: int, is_baseline: bool) -> str:
+    """A figure with its Δ in brackets (the baseline's Δ is 0 by definition: left out)."""
+    text = _text(column, row.figures.get(column), places)
+    if delta is None or is_baseline or row.figures.get(delta) is None:
+        return text
+    return f"{text} ({_text(delta, row.figures[delta], places)})"
+
+
 def headline_table(rows: list[HeadlineRow], baseline: str | None, decimals: Mapping[str, int]) -> str:
-    """The rows as markdown, a table per benchmark (their columns differ): method, benchmark ·
-    domain, model, every figure (headers: the metric names less their position), episodes."""
+    """The rows as markdown, a table per benchmark (their columns differ): method, domain, model, every
+    figure with its Δ in brackets (headers: the metric names less their position), episodes. A
+    column a caller adds to the rows' figures is a column of its own."""
     parts = []
     for benchmark in sorted({r.benchmark for r in rows}):
         mine = [r for r in rows if r.benchmark == benchmark]
         columns = list(dict.fromkeys(name for r in mine for name in r.figures))
-        header = ["Method", "Benchmark · domain", "Model", *(c.split(" ", 1)[1] for c in columns), "Episodes"]
+        deltas = _deltas(columns)
+        shown = [c for c in columns if c not in deltas.values()]
         places = decimals.get(benchmark, 1)
-        body = [[f"{r.method} (baseline)" if r.method == baseline else r.method, f"{r.benchmark} · {r.domain}",
-                 r.model, *(_text(c, r.figures.get(c), places) for c in columns), str(r.episodes)] for r in mine]
-        parts.append(markdown_table(header, body))
+        header = ["Method", "Domain", "Model", *(c.split(" ", 1)[1] + (" (Δ)" if c in deltas else "") for c in shown),
+                  "Episodes"]
+        body = [[f"{r.method} (baseline)" if r.method == baseline else r.method, r.domain, r.model,
+                 *(_cell(r, c, deltas.get(c), places, r.method == baseline) for c in shown), str(r.episodes)]
+                for r in mine]
+        parts.append(f"**{benchmark}**\n\n{markdown_table(header, body)}")
     caption = ("Headline metrics as the paper prints them: each benchmark's headline metrics in percent; "
                f"{TOKENS} = the paper's #Tok (prompt + completion tokens of the cell's episodes, "
                f"{TOKEN_DIGITS} significant digits)")
     if baseline is not None:
-        caption += (f"; {DELTA_PP} = percentage points against **{baseline}** on the same model and tasks; "
-                    f"{TOKENS} {DELTA_PCT} = relative change of #Tok per episode on those tasks, in percent "
-                    "(negative = savings)")
-    return "\n\n".join(parts) + f"\n\n{caption}. Each row is a child run; its metrics carry the same names."
+        caption += (f"; (Δ) against **{baseline}** on the same model and tasks: percentage points, for {TOKENS} "
+                    "the relative change per episode (negative = savings)")
+    return "\n\n".join(parts) + f"\n\n{caption}. Each row is a child run; its metrics carry the columns' names."

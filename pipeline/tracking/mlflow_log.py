@@ -174,9 +174,10 @@ def description(manifest: Mapping[str, Any], headline: list[HeadlineRow], baseli
                 decimals: Mapping[str, int]) -> str:
     """The parent run's description (its overview page renders it): the headline comparison table."""
     job = manifest.get("job_name") or manifest["sweep_id"]
-    return (f"**{job}** · sweep `{manifest['sweep_id']}`: the headline comparison, a row per cell "
-            "(child run). Group the runs by the `method`, `benchmark` or `model` tag to compare.\n\n"
-            + headline_table(headline, baseline, decimals))
+    return (headline_table(headline, baseline, decimals)
+            + f"\n\nJob **{job}**, sweep `{manifest['sweep_id']}`. To compare the cells' runs: in the run list, "
+              "search ``tags.`flowstate.kind` = 'cell'``, sort by `1 …` (the first headline metric), group by "
+              "the `method`, `benchmark` or `model` tag; Columns → Metrics adds the headline columns.\n")
 
 
 def _log_artifacts(client: MlflowClient, run_id: str, sweep_dir: Path, manifest: dict[str, Any], con: Any,

@@ -29,8 +29,9 @@ def test_memoryarena_in_two_decimals_tokens_in_four_digits_and_the_delta_per_epi
     assert fs.figures == {"1 SR": 0.74, "1 SR Δ pp": 0.37, "2 PS": 12.57, "2 PS Δ pp": 9.48, "3 Tok": 128_900,
                           "3 Tok Δ pct": -44.44}
     table = headline_table(rows, "full_context", {"memoryarena": 2})
-    assert "| Method | Benchmark · domain | Model | SR | SR Δ pp | PS | PS Δ pp | Tok | Tok Δ pct | Episodes |" in table
-    assert "| flowstate | memoryarena · travel | m | 0.74 | +0.37 | 12.57 | +9.48 | 128.90K | −44.44% | 270 |" in table
+    assert "**memoryarena**\n\n| Method | Domain | Model | SR (Δ) | PS (Δ) | Tok (Δ) | Episodes |" in table
+    assert "| full_context (baseline) | travel | m | 0.37 | 3.09 | 231.60M | 270 |" in table
+    assert "| flowstate | travel | m | 0.74 (+0.37) | 12.57 (+9.48) | 128.90K (−44.44%) | 270 |" in table
 
 
 def test_without_a_baseline_no_deltas_and_a_caller_adds_columns() -> None:
