@@ -126,12 +126,14 @@ def main() -> int:
              + "&orderByKey=" + quote(f"metrics.`{headline[0]}`") + "&orderByAsc=false")
     child = next((c for c in children if c.data.tags.get("method") != "full_context"), children[0])
     ids, experiments = quote(json.dumps([c.info.run_id for c in children])), quote(json.dumps([experiment]))
-    table = [c.split(" ", 1)[1] for c in headline if not c.endswith(("pp", "pct"))]
+    table = [c.split(" ", 1)[1] + (" (Δ)" if f"{c} Δ pp" in headline or f"{c} Δ pct" in headline else "")
+             for c in headline if not c.endswith(("pp", "pct"))]
+    baselines = {b for b in [(manifest.get("job", {}).get("analysis") or {}).get("baseline")] if b}
     pages = [  # (what, url, screenshot, expected text)
         ("run list (child runs' names, Dataset column)", cells, "1-run-list", [*names, *datasets]),
         ("run list's charts (headline metrics first)", f"{cells}&compareRunsMode=CHART", "1b-run-charts", headline[:2]),
         ("parent overview (description table)", f"{base}/runs/{parent.info.run_id}", "2-parent-overview",
-         ["Method", "Benchmark · domain", *table]),
+         ["Method", "Domain", *table, *(f"{method} (baseline)" for method in baselines)]),
         ("child run (name, headline metrics)", f"{base}/runs/{child.info.run_id}", "3-child-run",
          [child.info.run_name, *headline[:3]]),
         ("child run's model metrics (headline charts)", f"{base}/runs/{child.info.run_id}/model-metrics",
