@@ -11,6 +11,7 @@ before :func:`headline_table` prints them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from math import floor, log10
@@ -22,6 +23,7 @@ Row = Mapping[str, Any]
 TOKENS = "Tok"  # the paper's #Tok ("#" is not allowed in an MLflow metric name)
 TOKEN_DIGITS = 4  # significant digits of #Tok, as the paper prints it (21.03M)
 DELTA_PP, DELTA_PCT = "Δ pp", "Δ pct"
+_NOT_IN_A_NAME = re.compile(r"[^\w.\- :]")  # what an MLflow metric name may not hold (a label's "%", "(")
 
 
 @dataclass
@@ -79,7 +81,8 @@ def headline_rows(scores: Iterable[Row], tokens: Iterable[Row], deltas: Iterable
         places = decimals.get(benchmark, 1)
         row = HeadlineRow(*cell, episodes=episodes.get(cell, 0))
         columns = [*labels.get(benchmark, []), (TOKENS, TOKENS)]
-        for position, (metric, label) in enumerate(columns, start=1):
+        for position, (metric, text) in enumerate(columns, start=1):
+            label = " ".join(_NOT_IN_A_NAME.sub("", text).split()) or metric
             shown = values.get(cell, {}).get(metric)
             paired, base = compared.get(cell, {}).get(metric, (None, None))
             if metric == TOKENS:  # the Δ: relative change of the mean per episode on the paired tasks

@@ -41,3 +41,8 @@ def test_without_a_baseline_no_deltas_and_a_caller_adds_columns() -> None:
     assert rows[0].metrics() == {"1 SR": 50.0, "2 PS": 25.0, "1 SR paper": 0.74}
     table = headline_table(rows, None, {})
     assert "| SR | PS | Tok | SR paper | Episodes |" in table and "| 50.0 | 25.0 | – | 0.7 | 0 |" in table
+
+
+def test_a_label_mlflow_would_refuse_as_a_name_is_made_one() -> None:
+    scores = [{**CELL, "method": "flowstate", "metric": "f1", "label": "F1 (%)", "headline": True, "value": 0.5}]
+    assert list(headline_rows(scores, [], [], [], None, {})[0].figures) == ["1 F1", "2 Tok"]
