@@ -57,7 +57,7 @@ if scenario == "live-end":  # the runs as live tracking leaves them: open, RUNNI
                         " AS benchmark, any_value(domain) AS domain, any_value(method) AS method, any_value(model)"
                         " AS model FROM episodes GROUP BY cell_id").to_arrow_table().to_pylist()
     for cell in cells:
-        runs.log_new(client, runs.new_child(client, exp, parent, cell), runs.cell_params(cell),
+        runs.log_new(client, runs.child_run(client, exp, parent, cell, {}), runs.cell_params(cell),
                      {"live.episodes_done": 1.0}, step=1)
 wall, cpu = time.perf_counter(), time.process_time()
 result = log_sweep(sweep, experiment=experiment, tracking_uri=uri, trace_samples_per_cell=samples)

@@ -179,6 +179,8 @@ class Benchmark(ABC, Generic[CellT]):
     # Heading and caption of the benchmark's main table in the report.
     report_heading: ClassVar[str] = "Results"
     report_caption: ClassVar[str] = ""
+    # Decimals of the percentages in the paper's main table (the MLflow headline metrics' rounding).
+    percent_decimals: ClassVar[int] = 1
 
     def domain_label(self, domain: str) -> str:
         """The domain's name in the report's column headers."""
@@ -213,6 +215,7 @@ def benchmark_catalog(benchmark: Benchmark[Any]) -> BenchmarkCatalog:
     domains = get_args(benchmark.cell.model_fields["domain"].annotation)
     return BenchmarkCatalog(metrics=benchmark.metrics, report_heading=benchmark.report_heading,
                             report_caption=benchmark.report_caption,
+                            percent_decimals=benchmark.percent_decimals,
                             domain_labels={d: benchmark.domain_label(d) for d in domains},
                             depth_panels={d: benchmark.depth_panel(d) for d in domains})
 

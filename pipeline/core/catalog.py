@@ -52,6 +52,9 @@ class BenchmarkCatalog(BaseModel):
     metrics: tuple[MetricSpec, ...] = ()
     report_heading: str = "Results"
     report_caption: str = ""
+    # Decimals of the percentages in the paper's main table (τ-bench 58.0, MemoryArena 21.11): the
+    # headline metrics in MLflow are rounded to them.
+    percent_decimals: int = 1
     domain_labels: dict[str, str] = {}
     depth_panels: dict[str, str] = {}
 

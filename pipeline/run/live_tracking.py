@@ -228,8 +228,9 @@ class LiveTracking:
         existing = runs.child_runs(client, experiment, parent_id)
         for cell_id in sorted(self._to_run):
             cell = self._cells[cell_id]
-            child = existing.get(cell_id) or runs.new_child(client, experiment, parent_id, cell)
+            child = runs.child_run(client, experiment, parent_id, cell, existing)
             runs.reopen(client, child)
+            runs.log_dataset(client, child, cell, manifest)
             runs.log_new(client, child, runs.cell_params(cell), {}, step=0)
             self._children[cell_id] = child.info.run_id
         self.parent_id = parent_id

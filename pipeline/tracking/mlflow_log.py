@@ -3,16 +3,29 @@
 Layout (experiment: the job's ``tracking.experiment``, else its name):
 
 - parent run ``<sweep_id>``: params (job name, sweep id, trials, seed, code version, package versions,
-  deployment details), tags ``flowstate.sweep_id``, ``flowstate.parquet_path``; artifacts
-  ``config/`` (job file, resolved job, manifest), ``summary/`` (every shipped query as .md and .csv),
-  ``report/`` (report.md and its figures).
-- child run per cell ``<cell label>``: tags ``mlflow.parentRunId``, ``flowstate.cell_id``, benchmark,
-  domain, method, model; metrics from the SQL of ``sql/`` (counts and pass rate, every metric the
-  benchmark declares under its own name, pass^k, tokens, Δ vs. the job's baseline as
-  ``vs_baseline.d_<metric>``, ISU / PSA / protocol internals, depth retention, model-call faults as
-  ``faults.total`` and ``faults.<kind>``), logged with
-  ``log_batch`` at step = the cell's finished episodes; up to ``trace_samples_per_cell`` episodes as
-  traces attached to the child run.
+  deployment details), tags ``flowstate.sweep_id``, ``flowstate.parquet_path``; its description
+  (``mlflow.note.content``, on its overview page) the headline comparison table, a row per cell
+  (:mod:`pipeline.tracking.headline`); artifacts ``config/`` (job file, resolved job, manifest),
+  ``summary/`` (every shipped query as .md and .csv), ``report/`` (report.md and its figures).
+- child run per cell, named method first: ``<method> · <domain> · <model>`` (the cell's label is its
+  ``label`` param); tags ``mlflow.parentRunId``, ``flowstate.cell_id``, benchmark, domain, method,
+  model; a dataset input ``<benchmark>/<domain>`` (the run list's Dataset column; its digest that
+  of the job's settings of that benchmark and domain);
+  metrics:
+
+  - the headline metrics, as the paper prints them, named ``<n> <label>`` so that they sort first
+    (in the paper's column order): each benchmark's headline metrics in percent (τ-bench ``1 PR``,
+    ``2 DB``, ``3 Act.``; MemoryArena ``1 SR``, ``2 PS``, ``3 sPS``) rounded to the decimals of its
+    paper table, then ``<n> Tok`` (#Tok, 4 significant digits); with a baseline, beside each
+    ``<name> Δ pp`` (percentage points) and ``<n> Tok Δ pct`` (relative change of #Tok per
+    episode), 0 for the baseline itself;
+  - the exact ones, from the SQL of ``sql/`` (counts and pass rate, every metric the
+    benchmark declares under its own name, pass^k, tokens, Δ vs. the job's baseline as
+    ``vs_baseline.d_<metric>``, ISU / PSA / protocol internals, depth retention, model-call faults as
+    ``faults.total`` and ``faults.<kind>``, 0 for a cell without them);
+
+  logged with ``log_batch`` at step = the cell's finished episodes; up to ``trace_samples_per_cell``
+  episodes as traces attached to the child run.
 
 While a sweep runs, :mod:`pipeline.run.live_tracking` keeps the same runs RUNNING with live metrics;
 this module logs everything at the end, once per sweep and in batches: each query runs once over
@@ -23,8 +36,9 @@ KILLED; the cells' runs end as the sweep's. A parent it makes after the fact spa
 recorded runs.
 
 Re-logging reuses everything: the parent run id is kept in the manifest (``mlflow_run_id``) and also
-found by its sweep tag; child runs are found by parent and cell tags; params are logged once (they
-cannot change in MLflow); a metric is logged again only when its value changed; traces are found by
+found by its sweep tag; child runs are found by parent and cell tags (one an older version named
+otherwise is renamed); params are logged once (they cannot change in MLflow); a metric is logged
+again only when its value changed; a dataset input only when the run lacks it; traces are found by
 their episode tag and only the missing samples are added.
 """
 
@@ -51,8 +65,9 @@ from pipeline.core.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.core.fault_injection import crash_point
 from pipeline.store.claim import claim_sweep
 from pipeline.store.files import broken_files
-from pipeline.store.manifest import read_manifest, record_mlflow_run
+from pipeline.store.manifest import read_manifest, record_mlflow_run, recorded_catalogs
 from pipeline.tracking import mlflow_runs as runs
+from pipeline.tracking.headline import HeadlineRow, headline_rows, headline_table
 from pipeline.tracking.mlflow_runs import CELL_KEYS, PARENT_TAG, SWEEP_TAG
 from pipeline.tracking.traces import CELL_TAG, EPISODE_TAG, episode_rows, episode_trace, write_traces
 
@@ -61,6 +76,7 @@ __all__ = ["CELL_TAG", "PARENT_TAG", "SWEEP_TAG", "TrackingResult", "cell_metric
 CELL_METRICS = {"pass_rate": "", "tokens": "tokens.", "isu_ops": "isu.", "psa": "psa.", "parse_errors": "protocol.",
                 "depth_retention": "depth."}
 _SKIP_COLUMNS = set(CELL_KEYS) | {"baseline"}
+NOTE_TAG = "mlflow.note.content"  # a run's description in the MLflow UI
 
 
 class TrackingResult(BaseModel):
@@ -110,9 +126,10 @@ def cell_metrics(results: Mapping[str, pa.Table], baseline: str | None,
         counts = faults.setdefault(tuple(row[k] for k in CELL_KEYS), {})
         for name in ("faults.total", f"faults.{row['kind']}"):
             counts[name] = counts.get(name, 0) + row["faults"]
-    for key, counts in faults.items():
-        for name, count in counts.items():
-            put(key, name, count)
+    kinds = {name for counts in faults.values() for name in counts} | {"faults.total"}
+    for key in set(metrics) | set(faults):  # a cell without faults has 0 of each kind, not none
+        for name in kinds:
+            put(key, name, faults.get(key, {}).get(name, 0))
     for row in query_rows("scores"):  # each benchmark's own metrics, under their declared names
         put(tuple(row[k] for k in CELL_KEYS), row["metric"], row["value"])
     if baseline is not None:
@@ -141,6 +158,26 @@ def cell_metrics(results: Mapping[str, pa.Table], baseline: str | None,
     for key, pairs in distances.items():
         put(key, "psa.mean_distance", sum(d * n for d, n in pairs) / sum(n for _, n in pairs))
     return metrics
+
+
+def sweep_headline(results: Mapping[str, pa.Table], baseline: str | None,
+                   decimals: Mapping[str, int]) -> list[HeadlineRow]:
+    """The headline rows (:func:`pipeline.tracking.headline.headline_rows`) of :func:`shipped_results`."""
+    def rows(name: str) -> list[dict[str, Any]]:
+        return results[name].to_pylist() if name in results else []
+
+    return headline_rows(rows("scores"), rows("tokens"), rows("delta_vs_baseline"), rows("pass_rate"), baseline,
+                         decimals)
+
+
+def description(manifest: Mapping[str, Any], headline: list[HeadlineRow], baseline: str | None,
+                decimals: Mapping[str, int]) -> str:
+    """The parent run's description (its overview page renders it): the headline comparison table."""
+    job = manifest.get("job_name") or manifest["sweep_id"]
+    return (headline_table(headline, baseline, decimals)
+            + f"\n\nJob **{job}**, sweep `{manifest['sweep_id']}`. To compare the cells' runs: in the run list, "
+              "search ``tags.`flowstate.kind` = 'cell'``, sort by `1 …` (the first headline metric), group by "
+              "the `method`, `benchmark` or `model` tag; Columns → Metrics adds the headline columns.\n")
 
 
 def _log_artifacts(client: MlflowClient, run_id: str, sweep_dir: Path, manifest: dict[str, Any], con: Any,
@@ -248,6 +285,10 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
         cells = _cells(con)
         results = shipped_results(con, baseline)
         metrics = cell_metrics(results, baseline, cost_models(manifest))
+        decimals = {b: c.percent_decimals for b, c in recorded_catalogs(sweep_dir).items()}
+        headline = sweep_headline(results, baseline, decimals)
+        for row in headline:
+            metrics.setdefault((row.benchmark, row.domain, row.method, row.model), {}).update(row.metrics())
         t = phase("queries (SQL)", started)
         experiment_id = runs.experiment_id(client, experiment or where.experiment)
         found = runs.find_parent(client, experiment_id, manifest["sweep_id"], manifest.get("mlflow_run_id"))
@@ -260,7 +301,8 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
         left_out = broken_files(sweep_dir)
         for key, value in {"flowstate.parquet_path": str(sweep_dir.resolve()),
                            "flowstate.code_version": str(manifest.get("code_version")),
-                           "flowstate.incomplete": ", ".join(p.name for p in left_out) if left_out else "false"}.items():
+                           "flowstate.incomplete": ", ".join(p.name for p in left_out) if left_out else "false",
+                           NOTE_TAG: description(manifest, headline, baseline, decimals)}.items():
             if parent.data.tags.get(key) != value:
                 client.set_tag(parent_id, key, value)
         runs.log_new(client, parent, runs.sweep_params(manifest), {}, 0)
@@ -269,8 +311,8 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
         children: dict[str, str] = {}
         logged = 0
         for cell in cells:
-            known = existing.get(cell["cell_id"])
-            run = known or runs.new_child(client, experiment_id, parent_id, cell)
+            run = runs.child_run(client, experiment_id, parent_id, cell, existing)
+            runs.log_dataset(client, run, cell, manifest)
             children[cell["cell_id"]] = run.info.run_id
             logged += runs.log_new(client, run, runs.cell_params(cell),
                                    metrics.get(tuple(cell[k] for k in CELL_KEYS), {}), step=cell["finished"])

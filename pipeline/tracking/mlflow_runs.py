@@ -9,6 +9,7 @@ other made, so a resume, a rerun and ``flowstate track`` all add to the same run
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, Run, RunStatus
+from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, Run, RunStatus
 from mlflow.exceptions import MlflowException
 from pydantic import BaseModel
 
@@ -101,12 +102,49 @@ def child_runs(client: MlflowClient, experiment: str, parent: str) -> dict[str, 
     return {r.data.tags[CELL_TAG]: r for r in runs if CELL_TAG in r.data.tags}
 
 
-def new_child(client: MlflowClient, experiment: str, parent: str, cell: Mapping[str, Any]) -> Run:
-    """A cell's run, its identity as tags (``cell``: cell_id, cell (the label), sweep_id and the
+def run_name(cell: Mapping[str, Any]) -> str:
+    """A cell's run name, method first and short enough for MLflow's run list (its benchmark is the
+    run's Dataset): ``flowstate · airline · smollm2-135m``. The cell's label stays its param and
+    the Parquet files'."""
+    return f"{cell['method']} · {cell['domain']} · {cell['model']}"
+
+
+def child_run(client: MlflowClient, experiment: str, parent: str, cell: Mapping[str, Any],
+              existing: Mapping[str, Run]) -> Run:
+    """The cell's run: the existing one (renamed if an older version named it otherwise), else a new
+    one, its identity as tags (``cell``: cell_id, cell (the label), sweep_id and the
     :data:`CELL_KEYS`); its params go with its first metrics (:func:`cell_params`)."""
+    run = existing.get(cell["cell_id"])
+    if run is not None:
+        if run.info.run_name != run_name(cell):
+            client.update_run(run.info.run_id, name=run_name(cell))
+        return run
     tags = {PARENT_TAG: parent, CELL_TAG: cell["cell_id"], KIND_TAG: "cell", SWEEP_TAG: cell["sweep_id"],
             **{k: cell[k] for k in CELL_KEYS}}
-    return client.create_run(experiment, run_name=cell["cell"], tags=tags)
+    return client.create_run(experiment, run_name=run_name(cell), tags=tags)
+
+
+def dataset_input(cell: Mapping[str, Any], manifest: Mapping[str, Any]) -> DatasetInput:
+    """What the cell ran, as an MLflow dataset (the run list's Dataset column): ``benchmark/domain``,
+    its digest that of the job's settings of that benchmark and domain (a split, a task list), its
+    source the benchmark, domain and settings, its schema an episode's keys. The same for every
+    cell, sweep and writer that ran it (MLflow keeps one dataset per name and digest)."""
+    settings = next((b for b in manifest.get("job", {}).get("benchmarks", [])
+                     if isinstance(b, dict) and (b.get("benchmark"), b.get("domain")) == (cell["benchmark"], cell["domain"])),
+                    {"benchmark": cell["benchmark"], "domain": cell["domain"]})
+    text = json.dumps(settings, sort_keys=True)
+    schema = {"mlflow_colspec": [{"name": n, "type": "string"} for n in ("task_id", "trial")]}
+    dataset = Dataset(name=f"{cell['benchmark']}/{cell['domain']}", digest=hashlib.sha256(text.encode()).hexdigest()[:8],
+                      source_type="flowstate", source=text, schema=json.dumps(schema))
+    return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "evaluation")])
+
+
+def log_dataset(client: MlflowClient, run: Run, cell: Mapping[str, Any], manifest: Mapping[str, Any]) -> None:
+    """The cell's dataset input (:func:`dataset_input`), unless the run has it already."""
+    wanted = dataset_input(cell, manifest)
+    logged = run.inputs.dataset_inputs if run.inputs else []
+    if not any((d.dataset.name, d.dataset.digest) == (wanted.dataset.name, wanted.dataset.digest) for d in logged):
+        client.log_inputs(run.info.run_id, datasets=[wanted])
 
 
 def cell_params(cell: Mapping[str, Any]) -> dict[str, str]:

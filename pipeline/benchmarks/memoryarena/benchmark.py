@@ -146,6 +146,7 @@ class MemoryArena(Benchmark[MemoryArenaCell]):
     cell = MemoryArenaCell
     scripted_roles = frozenset({"judge"})
     report_heading = "Table 1: results per environment"
+    percent_decimals = 2  # Table 1 prints 21.11
     report_caption = (
         "SR = share of tasks solved (the last subtask correct in Math and Physics; every traveller's plan right "
         "in Travel), PS = progress (the mean share of correct subtasks per task; in Travel the share of all "

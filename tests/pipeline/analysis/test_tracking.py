@@ -29,6 +29,9 @@ def logged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     uri = f"sqlite:///{root / 'mlflow.db'}"
     builder = build_scores_sweep(root / "runs")
     (builder.root / "job.yaml").write_text("name: test-job\n")
+    builder.write("faults", builder.ids(domain="airline", method="flowstate", model="m1", task="A", trial=0), [
+        {"seq": 0, "episode_attempt": 0, "caller": "agent", "request": 0, "step": 0, "deployment": "m1",
+         "kind": "timeout", "http_status": None, "attempt": 0, "retried": True, "latency_s": 1.0, "message": "slow"}])
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)  # MLflow's default artifact root is relative to the working directory
         before = (os.environ.get("MLFLOW_TRACKING_URI"), mlflow.get_tracking_uri())
@@ -57,7 +60,8 @@ def test_parent_and_child_runs(logged: dict[str, Any]) -> None:
     assert len(children) == 2 == len(first.child_run_ids)
     fs = next(c for c in children if c.data.tags["method"] == "flowstate")
     assert (fs.data.tags["benchmark"], fs.data.tags["domain"], fs.data.tags["model"]) == ("taubench", "airline", "m1")
-    assert fs.info.run_name == "taubench.airline.flowstate.m1"
+    assert fs.info.run_name == "flowstate · airline · m1"  # method first, short: the run list cuts long names
+    assert fs.data.params["label"] == "taubench.airline.flowstate.m1"  # the cell's label, as in Parquet
     assert first.child_run_ids[fs.data.tags[CELL_TAG]] == fs.info.run_id
 
 
@@ -86,6 +90,59 @@ def test_child_metrics_come_from_the_sql(logged: dict[str, Any]) -> None:
     assert fs["psa.mean_distance"] == pytest.approx((1 + 1 + 1 + 2) / 4)
     run_id = logged["first"].child_run_ids[next(iter(logged["first"].child_run_ids))]
     assert client.get_metric_history(run_id, "pass_rate")[0].step in (7, 9)  # finished episodes of the cell
+
+
+HEADLINE = ["1 PR", "1 PR Δ pp", "2 DB", "2 DB Δ pp", "3 Act.", "3 Act. Δ pp", "4 Tok", "4 Tok Δ pct"]
+
+
+def _child(logged: dict[str, Any], method: str) -> Any:
+    client: MlflowClient = logged["client"]
+    return next(r for r in map(client.get_run, logged["first"].child_run_ids.values()) if r.data.tags["method"] == method)
+
+
+def test_each_cell_runs_its_benchmark_and_domain_as_a_dataset(logged: dict[str, Any]) -> None:
+    for method in ("flowstate", "full_context"):  # logged twice: one input each
+        inputs = _child(logged, method).inputs.dataset_inputs
+        assert [(d.dataset.name, d.dataset.source_type) for d in inputs] == [("taubench/airline", "flowstate")]
+        assert json.loads(inputs[0].dataset.source) == {"benchmark": "taubench", "domain": "airline"}
+    assert _child(logged, "flowstate").inputs.dataset_inputs[0].dataset.digest == \
+        _child(logged, "full_context").inputs.dataset_inputs[0].dataset.digest
+
+
+def test_headline_metrics_sort_first_rounded_as_the_paper_prints_them(logged: dict[str, Any]) -> None:
+    fs, fc = _child(logged, "flowstate").data.metrics, _child(logged, "full_context").data.metrics
+    assert sorted(fs)[:len(HEADLINE)] == HEADLINE == sorted(fc)[:len(HEADLINE)]  # before every other, live.* too
+    assert fc["1 PR"] == 55.6 and fc["pass_rate"] == pytest.approx(5 / 9)  # percent, one decimal; the exact one kept
+    assert fs["1 PR Δ pp"] == 33.3 and fs["vs_baseline.d_pass_rate"] == pytest.approx(100 / 3)
+    assert fc["4 Tok"] == 9900 and fc["1 PR Δ pp"] == fc["4 Tok Δ pct"] == 0.0  # the baseline against itself
+    tokens = fs["vs_baseline.tokens_per_episode"] / fs["vs_baseline.baseline_tokens_per_episode"]
+    assert fs["4 Tok Δ pct"] == round(100 * (tokens - 1), 2)
+
+
+def test_a_cell_without_faults_has_zero_faults_not_none(logged: dict[str, Any]) -> None:
+    fs, fc = _child(logged, "flowstate").data.metrics, _child(logged, "full_context").data.metrics
+    assert (fs["faults.total"], fs["faults.timeout"]) == (1, 1)
+    assert (fc["faults.total"], fc["faults.timeout"]) == (0, 0)
+
+
+def test_the_parents_description_holds_the_headline_table(logged: dict[str, Any]) -> None:
+    note = logged["client"].get_run(logged["first"].parent_run_id).data.tags["mlflow.note.content"]
+    lines = note.splitlines()
+    assert "| Method | Domain | Model | PR (Δ) | DB (Δ) | Act. (Δ) | Tok (Δ) | Episodes |" in lines
+    assert any(line.startswith("| full_context (baseline) | airline | m1 | 55.6 | ") for line in lines)
+    assert any(line.startswith("| flowstate | airline | m1 | 66.7 (+33.3) | ") for line in lines)
+
+
+def test_relogging_renames_a_run_an_older_version_named(logged: dict[str, Any]) -> None:
+    client: MlflowClient = logged["client"]
+    run_id = _child(logged, "flowstate").info.run_id
+    client.update_run(run_id, name="taubench.airline.flowstate.m1")  # as flowstate named it before
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(logged["root"])
+        again = log_sweep(logged["builder"].sweep_dir, experiment=EXPERIMENT, tracking_uri=logged["uri"])
+    assert run_id in again.child_run_ids.values()
+    assert client.get_run(run_id).info.run_name == "flowstate · airline · m1"
+    assert len(client.get_run(run_id).inputs.dataset_inputs) == 1
 
 
 def test_artifacts(logged: dict[str, Any]) -> None:
