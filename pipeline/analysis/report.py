@@ -195,6 +195,16 @@ def paper_table(con: duckdb.DuckDBPyConnection, s: Scores, retention: list[Row],
     return beside_paper(values, labels, deltas, baseline, names)
 
 
+def paper_section(con: duckdb.DuckDBPyConnection, baseline: str | None) -> str | None:
+    """The report's section of the paper's figures beside the sweep's (also the MLflow parent's), with
+    its caption; None where the paper has no figure for any cell."""
+    baseline = resolve_baseline(con, baseline)
+    s = Scores(query_rows(con, "scores"), query_rows(con, "tokens"),
+               query_rows(con, "delta_vs_baseline", baseline=baseline) if baseline else [])
+    table = paper_table(con, s, query_rows(con, "depth_retention"), baseline)
+    return None if table is None else "\n".join(["## The paper beside this sweep\n", PAPER_CAPTION, table])
+
+
 def pass_hat_table(rows: list[Row]) -> str:
     ks = sorted({r["k"] for r in rows})
     by = {(*_key(r), r["k"]): r["pass_hat_k"] for r in rows}

@@ -59,7 +59,7 @@ from pydantic import BaseModel
 
 from pipeline.analysis.formats import to_csv, to_markdown
 from pipeline.analysis.query import connect, job_baseline, list_queries, load_query, query_table, resolve_baseline
-from pipeline.analysis.report import write_report
+from pipeline.analysis.report import paper_section, write_report
 from pipeline.config.secrets import redact_url
 from pipeline.core.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.core.fault_injection import crash_point
@@ -171,13 +171,15 @@ def sweep_headline(results: Mapping[str, pa.Table], baseline: str | None,
 
 
 def description(manifest: Mapping[str, Any], headline: list[HeadlineRow], baseline: str | None,
-                decimals: Mapping[str, int]) -> str:
-    """The parent run's description (its overview page renders it): the headline comparison table."""
+                decimals: Mapping[str, int], paper: str | None = None) -> str:
+    """The parent run's description (its overview page renders it): the headline comparison table,
+    then the paper's published figures beside the sweep's (the report's section), if it has any."""
     job = manifest.get("job_name") or manifest["sweep_id"]
     return (headline_table(headline, baseline, decimals)
             + f"\n\nJob **{job}**, sweep `{manifest['sweep_id']}`. To compare the cells' runs: in the run list, "
               "search ``tags.`flowstate.kind` = 'cell'``, sort by `1 …` (the first headline metric), group by "
-              "the `method`, `benchmark` or `model` tag; Columns → Metrics adds the headline columns.\n")
+              "the `method`, `benchmark` or `model` tag; Columns → Metrics adds the headline columns.\n"
+            + (f"\n{paper}\n" if paper else ""))
 
 
 def _log_artifacts(client: MlflowClient, run_id: str, sweep_dir: Path, manifest: dict[str, Any], con: Any,
@@ -302,7 +304,8 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
         for key, value in {"flowstate.parquet_path": str(sweep_dir.resolve()),
                            "flowstate.code_version": str(manifest.get("code_version")),
                            "flowstate.incomplete": ", ".join(p.name for p in left_out) if left_out else "false",
-                           NOTE_TAG: description(manifest, headline, baseline, decimals)}.items():
+                           NOTE_TAG: description(manifest, headline, baseline, decimals,
+                                                      paper_section(con, baseline))}.items():
             if parent.data.tags.get(key) != value:
                 client.set_tag(parent_id, key, value)
         runs.log_new(client, parent, runs.sweep_params(manifest), {}, 0)

@@ -131,6 +131,10 @@ def test_the_parents_description_holds_the_headline_table(logged: dict[str, Any]
     assert "| Method | Domain | Model | PR (Δ) | DB (Δ) | Act. (Δ) | Tok (Δ) | Episodes |" in lines
     assert any(line.startswith("| full_context (baseline) | airline | m1 | 55.6 | ") for line in lines)
     assert any(line.startswith("| flowstate | airline | m1 | 66.7 (+33.3) | ") for line in lines)
+    # the paper's published figures beside the sweep's, per cell, labelled with the paper's model
+    paper = lines[lines.index("## The paper beside this sweep"):]
+    assert any("paper, DeepSeek-V4-Flash" in line for line in paper)
+    assert any(line.startswith("| airline | m1 | flowstate | PR | 66.7 | ") for line in paper)
 
 
 def test_relogging_renames_a_run_an_older_version_named(logged: dict[str, Any]) -> None:
