@@ -87,7 +87,7 @@ class Scores:
                 self.counted.add(_key(r))
         self.delta: dict[Key, dict[str, float | None]] = defaultdict(dict)
         for r in deltas:
-            self.delta[_key(r)][r["metric"]] = r["delta"]
+            self.delta[_key(r)][r["metric"]] = r["delta_pct" if r["metric"] == TOKENS else "delta_pp"]
         self.rows = scores
 
     def cells(self, benchmark: str) -> list[Key]:
