@@ -87,11 +87,15 @@ def _fmt_duration(seconds: float | None) -> str:
 
 
 def status_line(p: Progress) -> str:
+    """The sweep's episodes done, as its files will hold them: those earlier runs finished included
+    (counted apart; the outcomes and the rates are this run's), the words the SQL's columns use."""
     elapsed = time.monotonic() - p.started
     rate = p.finished / elapsed if elapsed > 0 else 0.0
     mean = f" · mean reward {p.reward_sum / p.rewarded:.3f}" if p.rewarded else ""
-    return (f"episodes {p.finished}/{p.todo} done ({p.completed} ok, {p.failed} failed, {p.grading_failed} ungraded"
-            f"{f', {p.retried} retries' if p.retried else ''}) · {p.running} running · {p.model_calls} model calls · "
+    earlier = f"{p.skipped} by earlier runs, " if p.skipped else ""
+    return (f"episodes {p.skipped + p.finished}/{p.total} done ({earlier}{p.completed} ok, {p.failed} failed, "
+            f"{p.grading_failed} grading failed{f', {p.retried} retries' if p.retried else ''}) · "
+            f"{p.running} running · {p.model_calls} model calls · "
             f"{p.total_tokens:,} tokens · {rate * 3600:,.0f} episodes/h · ETA {_fmt_duration(p.eta_s())}{mean}")
 
 
