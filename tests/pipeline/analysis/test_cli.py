@@ -80,3 +80,13 @@ def test_an_unknown_metric_is_an_error_that_lists_the_metrics_and_an_empty_resul
     assert run("query", "scores", "--runs", str(b.sweep_dir), "--param", "metric=db", "--format", "json") == 0
     out, err = capsys.readouterr()
     assert json.loads(out) == [] and err == f"scores: no rows over {b.sweep_dir}\n"
+
+
+def test_a_querys_sums_are_json_numbers(scores_sweep: SweepBuilder, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A sum of integers is a HUGEINT in DuckDB, a decimal in Arrow: it was written "accepted_ops": "0"."""
+    query = tmp_path / "ops.sql"
+    query.write_text("SELECT method, sum(len(accepted_ops)) AS accepted_ops, sum(latency_s) AS latency_s "
+                     "FROM steps GROUP BY method\n")
+    assert run("query", str(query), "--runs", str(scores_sweep.sweep_dir), "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out) == [{"method": "flowstate", "accepted_ops": 3, "latency_s": 10.0}]
