@@ -5,8 +5,10 @@
 -- the benchmark (scores.sql, aggregated the same way), plus one row for tokens:
 --   metric            the metric (tokens: mean #Tok per episode)
 --   value, baseline_value
---   delta             percentage-point change (method − baseline) × 100; for tokens the relative
---                     change in percent (negative = savings)
+--   delta_pp          the headline metrics' change in percentage points: (method − baseline) × 100
+--                     (NULL on the tokens row)
+--   delta_pct         the tokens' relative change in percent: (method / baseline − 1) × 100,
+--                     negative = savings (NULL on the metrics' rows)
 --   tasks, method_episodes, baseline_episodes
 -- @param baseline VARCHAR -- method label the others are compared with
 WITH pairs AS (
@@ -51,8 +53,8 @@ agg AS (
 )
 SELECT m.benchmark, m.domain, m.model, m.compared AS method, $baseline AS baseline, m.metric,
        m.value, b.value AS baseline_value,
-       CASE WHEN m.metric = 'tokens' THEN 100 * (m.value / nullif(b.value, 0) - 1) ELSE 100 * (m.value - b.value) END
-           AS delta,
+       CASE WHEN m.metric <> 'tokens' THEN 100 * (m.value - b.value) END AS delta_pp,
+       CASE WHEN m.metric = 'tokens' THEN 100 * (m.value / nullif(b.value, 0) - 1) END AS delta_pct,
        m.tasks, m.episodes AS method_episodes, b.episodes AS baseline_episodes
 FROM agg AS m
 JOIN agg AS b USING (benchmark, domain, model, compared, metric)

@@ -7,6 +7,7 @@ import json
 import math
 import sys
 from collections.abc import Iterable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,17 @@ def to_markdown(table: pa.Table, digits: int = 4) -> str:
     return markdown_table(table.column_names, ([cell_text(v, digits) for v in row.values()] for row in table.to_pylist()))
 
 
+def _json_value(value: Any) -> Any:
+    """What ``json`` cannot write by itself: DuckDB's sums of integers (HUGEINT) and its DECIMALs come
+    as ``Decimal``, written as numbers (whole ones as integers); anything else (timestamps) as text."""
+    if isinstance(value, Decimal):
+        whole = isinstance(exponent := value.as_tuple().exponent, int) and exponent >= 0
+        return int(value) if whole else float(value)
+    return str(value)
+
+
 def to_json(table: pa.Table) -> str:
-    return json.dumps(table.to_pylist(), indent=2, ensure_ascii=False, default=str) + "\n"
+    return json.dumps(table.to_pylist(), indent=2, ensure_ascii=False, default=_json_value) + "\n"
 
 
 def to_csv(table: pa.Table) -> str:

@@ -251,6 +251,20 @@ def job_baseline(runs_dir: Path | str) -> str | None:
     return next(iter(named), None)
 
 
+def check_metric(con: duckdb.DuckDBPyConnection, spec: QuerySpec, params: Mapping[str, Any]) -> None:
+    """A ``metric`` parameter must name a metric of the results' benchmarks (of every benchmark the
+    catalog knows, over no results): an unknown name is an error that lists them, not an empty table."""
+    metric = params.get("metric")
+    if metric is None or "metric" not in {p.name for p in spec.params}:
+        return
+    known = [row[0] for row in con.sql(
+        "SELECT DISTINCT metric FROM metric_catalog WHERE benchmark IN (SELECT benchmark FROM episodes) "
+        "OR NOT EXISTS (SELECT 1 FROM episodes) ORDER BY metric").fetchall()]
+    if metric not in known:
+        raise QueryError(f"query {spec.name}: no metric {metric!r} in these results; the metrics there are: "
+                         f"{', '.join(known) or 'none'}")
+
+
 def run_query(name_or_path: str | Path, runs_dir: Path | str, params: dict[str, Any] | None = None) -> pa.Table:
     """Run a shipped query (``NAME``) or a ``.sql`` file over one sweep or a folder of sweeps.
 
@@ -265,4 +279,5 @@ def run_query(name_or_path: str | Path, runs_dir: Path | str, params: dict[str, 
     with connect(runs_dir) as con:
         if wants_baseline:
             params["baseline"] = resolve_baseline(con, params["baseline"])
+        check_metric(con, spec, params)
         return execute(con, spec, params)

@@ -22,7 +22,7 @@ from pipeline.analysis import plots
 from pipeline.analysis.formats import cell_text, markdown_table
 from pipeline.analysis.paper_figures import beside_paper
 from pipeline.analysis.query import connect, job_baseline, query_rows, resolve_baseline, sweep_catalogs
-from pipeline.analysis.stats import LEVEL, RESAMPLES, SEED, paired_bootstrap
+from pipeline.analysis.stats import LEVEL, MIN_PAIRS, RESAMPLES, SEED, paired_bootstrap
 from pipeline.core.atomic import write_text_atomic
 from pipeline.core.catalog import BenchmarkCatalog
 from pipeline.core.cost import CostModel, cost_models, with_gpu_seconds
@@ -93,7 +93,7 @@ class Scores:
                 self.counted.add(_key(r))
         self.delta: dict[Key, dict[str, float | None]] = defaultdict(dict)
         for r in deltas:
-            self.delta[_key(r)][r["metric"]] = r["delta"]
+            self.delta[_key(r)][r["metric"]] = r["delta_pct" if r["metric"] == TOKENS else "delta_pp"]
         self.rows = scores
 
     def cells(self, benchmark: str) -> list[Key]:
@@ -144,7 +144,9 @@ def paired_table(pairs: list[Row]) -> str:
     body = []
     for (benchmark, domain, model, method), diffs in sorted(groups.items()):
         ci = paired_bootstrap(diffs)
-        body.append([benchmark, domain, model, method, str(ci.n), _signed(ci.mean), f"[{_signed(ci.low)}, {_signed(ci.high)}]"])
+        interval = (f"needs ≥ {MIN_PAIRS} pairs" if ci.low is None or ci.high is None
+                    else f"[{_signed(ci.low)}, {_signed(ci.high)}]")
+        body.append([benchmark, domain, model, method, str(ci.n), _signed(ci.mean), interval])
     return markdown_table(["Benchmark", "Domain", "Model", "Method", "Pairs", "Δreward (pp)", f"{LEVEL:.0%} CI"], body)
 
 
@@ -337,7 +339,7 @@ def write_report(con: duckdb.DuckDBPyConnection, runs_dir: Path, out_md: Path, *
         parts += ["## Paired differences\n",
                   f"Method − {baseline} reward in percentage points over the (task, trial) pairs both ran; "
                   f"{LEVEL:.0%} percentile interval from {RESAMPLES:,} bootstrap resamples of the pairs "
-                  f"(NumPy default_rng, seed {SEED}).\n",
+                  f"(NumPy default_rng, seed {SEED}); none over fewer than {MIN_PAIRS} pairs.\n",
                   paired_table(pairs)]
     ablations = ablation_table(s, baseline)
     if ablations:

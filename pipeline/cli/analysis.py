@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ def _query(args: argparse.Namespace) -> int:
         output_file(args.out, "--out")
     table = run_query(args.query, args.runs, _params(args.param))
     write_result(table, args.format, args.out, title=args.query)
+    if table.num_rows == 0:  # said apart from the result, which stays well-formed (CSV's header, JSON's [])
+        print(f"{args.query}: no rows over {args.runs}", file=sys.stderr)
     return 0
 
 

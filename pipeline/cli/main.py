@@ -133,9 +133,32 @@ def _verify(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from pipeline.cli.show import load_episode, render
 
+    filters = {"cell": args.cell, "method": args.method, "task": args.task, "status": args.status}
+    if args.list:
+        return _list_episodes(args.runs, filters, args.episode_id)
+    if args.episode_id is None:
+        raise CliError("show needs an EPISODE_ID; `flowstate show --list` lists them")
+    if given := [f"--{name}" for name, value in filters.items() if value is not None]:
+        raise CliError(f"{', '.join(given)} filter(s) the list: use them with --list")
     data = load_episode(args.runs, args.episode_id)
     for line in render(data):
         print(line)
+    return 0
+
+
+def _list_episodes(runs: Path, filters: dict[str, str | None], episode_id: str | None) -> int:
+    import pyarrow as pa
+
+    from pipeline.analysis.formats import write_result
+    from pipeline.cli.show import list_episodes
+
+    if episode_id is not None:
+        raise CliError(f"--list lists episodes: give no EPISODE_ID (got {episode_id!r}), or drop --list to show it")
+    rows = list_episodes(runs, **filters)
+    if not rows:
+        print(f"no episodes under {runs}" + (" that match" if any(filters.values()) else ""), file=sys.stderr)
+        return 0
+    write_result(pa.Table.from_pylist(rows), "table", title=f"{len(rows)} episodes under {runs}")
     return 0
 
 
@@ -179,9 +202,14 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("runs", type=Path, help="a sweep directory, or a folder of sweeps")
     verify.set_defaults(handler=_verify)
 
-    show = commands.add_parser("show", help="print one episode readably")
-    show.add_argument("episode_id", help="episode id (a unique prefix is enough)")
+    show = commands.add_parser("show", help="print one episode readably (--list: the episodes there are)")
+    show.add_argument("episode_id", nargs="?", help="episode id (a unique prefix is enough)")
     show.add_argument("--runs", type=Path, default=Path("runs"), help="a sweep directory or a folder of sweeps")
+    show.add_argument("--list", action="store_true", help="list the episodes (id, cell, task, trial, reward, status)")
+    show.add_argument("--cell", help="with --list: cells whose label contains this text")
+    show.add_argument("--method", help="with --list: this method label")
+    show.add_argument("--task", help="with --list: this task id")
+    show.add_argument("--status", choices=("completed", "grading_failed", "failed"), help="with --list: this outcome")
     show.set_defaults(handler=_show)
 
     from pipeline.cli.analysis import add_commands as add_analysis_commands

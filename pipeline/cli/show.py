@@ -90,6 +90,25 @@ def load_episode(runs: Path, episode_id: str) -> dict[str, list[dict]]:
     }
 
 
+LISTED = "episode_id, cell, task_id AS task, trial, reward, status"
+
+
+def list_episodes(runs: Path, *, cell: str | None = None, method: str | None = None, task: str | None = None,
+                  status: str | None = None) -> list[dict[str, Any]]:
+    """The episodes under ``runs`` (one copy of each, as every reader reads), for ``show``: ids with
+    what tells them apart, in cell, task and trial order; ``cell`` matches part of a cell's label,
+    the other filters a whole value."""
+    try:
+        read = read_set(sweep_dirs(runs))
+    except NoResultsError:
+        return []
+    conditions = {"contains(cell, ?)": cell, "method = ?": method, "task_id = ?": task, "status = ?": status}
+    given = {condition: value for condition, value in conditions.items() if value is not None}
+    where = f"WHERE {' AND '.join(given)}" if given else ""
+    return select(read.files["episodes"], LISTED, f"{where} ORDER BY cell, task_id, trial, episode_id",
+                  list(given.values()))
+
+
 def _clip(text: Any, limit: int = 160, chars: int | None = None) -> str:
     """One line of at most ``limit`` characters, with the whole length when it was cut."""
     text = "" if text is None else str(text).replace("\n", " ")
@@ -108,12 +127,13 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
         yield from _fault_lines(data.get("faults") or [])
         return
     metrics = ", ".join(f"{k} {v:g}" for k, v in sorted((ep["metrics"] or {}).items()))
-    yield (f"  status {ep['status']} · termination {ep['termination']} · reward {ep['reward']} ({ep['grading_basis']}"
-           f"{'; ' + metrics if metrics else ''})")
+    reward = "no reward" if ep["reward"] is None else f"reward {ep['reward']}"
+    basis = "; ".join(part for part in (ep["grading_basis"], metrics) if part)
+    yield (f"  status {ep['status']} · termination {ep['termination']} · {reward}{f' ({basis})' if basis else ''}")
     yield (f"  {ep['n_requests']} requests · {ep['n_steps']} steps · {ep['n_parse_error_steps']} steps with parse errors · "
            f"{ep['n_tool_errors']} tool errors · {ep['duration_s']:.2f} s")
     yield (f"  tokens: #Tok {ep['tokens']} = agent {ep['agent_prompt_tokens']} prompt + {ep['agent_completion_tokens']} "
-           f"completion (cached {ep['agent_cached_tokens']}, estimated cached {ep['agent_cached_tokens_estimate']})"
+           f"completion{_cached(ep)}"
            f"{_role_tokens(ep, 'memory')}; beside it:{_role_tokens(ep, 'user_simulator')}{_role_tokens(ep, 'judge')}"
            f"{_role_tokens(ep, 'tool_model')}")
     graded = data.get("request_outcomes") or []
@@ -145,7 +165,7 @@ def render(data: dict[str, list[dict]]) -> Iterator[str]:
         yield "model calls:"
         for m in data["messages"]:
             tokens = f"{m['prompt_tokens']} + {m['completion_tokens']} tokens, " if m["prompt_tokens"] is not None else ""
-            yield (f"  {m['caller']} (request {m['request']}, step {m['step']}): prompt {m['prompt_chars']:,} chars, "
+            yield (f"  {m['caller']}{_where(m)}: prompt {m['prompt_chars']:,} chars, "
                    f"{tokens}{m['latency_s'] or 0:.2f} s -> {_clip(m['completion'], 200, m['completion_chars'])}")
     nodes = data["repository"][0]["nodes"] if data.get("repository") else None
     if nodes is not None:
@@ -171,14 +191,29 @@ def _fault_lines(faults: list[dict]) -> Iterator[str]:
                f"{f['kind']} after {f['latency_s']:.2f} s, {outcome}: {_clip(f['message'], 120)}")
 
 
+def _cached(ep: dict) -> str:
+    """The agent's cached prompt tokens, as far as they are known (a server that reports none: nothing)."""
+    parts = [f"{label} {ep[column]}" for label, column in (("cached", "agent_cached_tokens"),
+                                                           ("estimated cached", "agent_cached_tokens_estimate"))
+             if ep.get(column) is not None]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _where(message: dict) -> str:
+    """The request and step a model call belongs to (a user simulator's or judge's call has neither)."""
+    parts = [f"{key} {message[key]}" for key in ("request", "step") if message[key] is not None]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _role_tokens(ep: dict, role: str) -> str:
     prompt, completion = ep.get(f"{role}_prompt_tokens"), ep.get(f"{role}_completion_tokens")
     return "" if prompt is None and completion is None else f" {role} {prompt} + {completion}"
 
 
 def _step_lines(s: dict) -> Iterator[str]:
-    yield (f"  step {s['step']}: {s['prompt_tokens']} prompt / {s['completion_tokens']} completion tokens, "
-           f"{s['latency_s']:.2f} s, active state {s['active_nodes']} nodes")
+    tokens = ("" if s["prompt_tokens"] is None
+              else f"{s['prompt_tokens']} prompt / {s['completion_tokens']} completion tokens, ")
+    yield f"  step {s['step']}: {tokens}{s['latency_s']:.2f} s, active state {s['active_nodes']} nodes"
     for op in s["accepted_ops"] or []:
         yield f"    + {op['operation']} {op['state_id']}"
     for op in s["rejected_ops"] or []:

@@ -46,7 +46,8 @@ from pipeline.run.stopping import keeping_stop_handlers, raise_if_stopping
 from pipeline.run.tally import EpisodeTally
 from pipeline.store.claim import ClaimLostError, SweepClaim
 from pipeline.store.manifest import code_version
-from pipeline.store.writer import remove_orphan_temporaries, write_episode
+from pipeline.store.reader import FAILED, select
+from pipeline.store.writer import episode_file, remove_orphan_temporaries, write_episode
 
 POLL_S = 0.5
 ACTORS_GONE_S = 10.0  # how long a stopped sweep waits for its killed actors to be gone
@@ -87,11 +88,15 @@ def _fmt_duration(seconds: float | None) -> str:
 
 
 def status_line(p: Progress) -> str:
+    """The sweep's episodes done, as its files will hold them: those earlier runs finished included
+    (counted apart; the outcomes and the rates are this run's), the words the SQL's columns use."""
     elapsed = time.monotonic() - p.started
     rate = p.finished / elapsed if elapsed > 0 else 0.0
     mean = f" · mean reward {p.reward_sum / p.rewarded:.3f}" if p.rewarded else ""
-    return (f"episodes {p.finished}/{p.todo} done ({p.completed} ok, {p.failed} failed, {p.grading_failed} ungraded"
-            f"{f', {p.retried} retries' if p.retried else ''}) · {p.running} running · {p.model_calls} model calls · "
+    earlier = f"{p.skipped} by earlier runs, " if p.skipped else ""
+    return (f"episodes {p.skipped + p.finished}/{p.total} done ({earlier}{p.completed} ok, {p.failed} failed, "
+            f"{p.grading_failed} grading failed{f', {p.retried} retries' if p.retried else ''}) · "
+            f"{p.running} running · {p.model_calls} model calls · "
             f"{p.total_tokens:,} tokens · {rate * 3600:,.0f} episodes/h · ETA {_fmt_duration(p.eta_s())}{mean}")
 
 
@@ -306,7 +311,24 @@ class Dispatcher:
         if self.in_flight:
             ray.wait(list(self.in_flight), num_returns=len(self.in_flight), timeout=ACTORS_GONE_S)
             if self.claim is None or not self.claim.lost.is_set():
+                self._count_written()
                 remove_orphan_temporaries(self.sweep_dir)
+
+    def _count_written(self) -> None:
+        """Count the episodes in flight when the sweep stopped that wrote their rows all the same (they
+        finished before the stop reached them, returned or not): the progress line and the live runs
+        then say what the files hold (a stop once counted 3 where 7 were written). An episode cut
+        short is neither counted nor recorded: a resume runs it."""
+        for ref, (_, spec, _, _) in list(self.in_flight.items()):
+            try:
+                summary: EpisodeSummary | None = ray.get(ref, timeout=0)
+            except RayError:
+                summary = written_summary(self.sweep_dir, spec)
+            if summary is not None:
+                del self.in_flight[ref]
+                self.progress.add(summary)
+                self.on_episode(spec, summary)
+        self.progress.running = 0
 
     def _submit(self, spec: EpisodeSpec, attempt: int) -> None:
         index = min(self.slots, key=self.slots.__getitem__)
@@ -368,6 +390,17 @@ class Dispatcher:
         write_episode(self.sweep_dir, spec.cell.cell_id, spec.episode_id, rows)
         self.progress.add(None)
         self.on_episode(spec, None)
+
+
+def written_summary(sweep_dir: Path, spec: EpisodeSpec) -> EpisodeSummary | None:
+    """An episode's summary read back from the episodes row its actor wrote (the last of its files);
+    None if it wrote none. An infrastructure failure's row is the driver's own (an earlier run's,
+    for an episode run again), never one an actor wrote."""
+    path = episode_file(sweep_dir, "episodes", spec.cell.cell_id, spec.episode_id)
+    if not path.exists():
+        return None
+    [row] = select([path], "episode_id, status, termination, reward, n_steps AS steps, duration_s")
+    return None if row["status"] == FAILED else EpisodeSummary(**row)
 
 
 def _describe(cause: BaseException) -> str:

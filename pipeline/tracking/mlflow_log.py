@@ -135,7 +135,8 @@ def cell_metrics(results: Mapping[str, pa.Table], baseline: str | None,
     if baseline is not None:
         for row in query_rows("delta_vs_baseline"):
             key, name = tuple(row[k] for k in CELL_KEYS), row["metric"]
-            put(key, f"vs_baseline.d_{name}{'_pct' if name == 'tokens' else ''}", row["delta"])
+            delta = row["delta_pct" if name == "tokens" else "delta_pp"]
+            put(key, f"vs_baseline.d_{name}{'_pct' if name == 'tokens' else ''}", delta)
             value = "tokens_per_episode" if name == "tokens" else name  # mean #Tok per episode
             put(key, f"vs_baseline.{value}", row["value"])
             put(key, f"vs_baseline.baseline_{value}", row["baseline_value"])

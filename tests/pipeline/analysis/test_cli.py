@@ -65,3 +65,28 @@ def test_compact_report_and_export(scores_sweep: SweepBuilder, tmp_path: Path, c
     SweepBuilder(tmp_path / "failed").episode(task="1", status="failed", reward=None)
     with pytest.raises(FlowStateError, match="no scored τ-bench episodes"):
         run("export", "tau2", str(tmp_path / "failed"), "--out", str(tmp_path / "y.json"))
+
+
+def test_an_unknown_metric_is_an_error_that_lists_the_metrics_and_an_empty_result_says_so(
+        scores_sweep: SweepBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = str(scores_sweep.sweep_dir)
+    with pytest.raises(FlowStateError, match=r"no metric 'sr' in these results; the metrics there are: action, "
+                                             r"action_read, .*db, .*pass_rate"):
+        run("query", "scores", "--runs", runs, "--param", "metric=sr")  # MemoryArena's, not τ-bench's
+    b = SweepBuilder(tmp_path / "unscored")  # one episode, an infrastructure failure: nothing scored
+    b.episode(status="failed", reward=None, termination="infrastructure_error")
+    b.manifest()
+    capsys.readouterr()
+    assert run("query", "scores", "--runs", str(b.sweep_dir), "--param", "metric=db", "--format", "json") == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == [] and err == f"scores: no rows over {b.sweep_dir}\n"
+
+
+def test_a_querys_sums_are_json_numbers(scores_sweep: SweepBuilder, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A sum of integers is a HUGEINT in DuckDB, a decimal in Arrow: it was written "accepted_ops": "0"."""
+    query = tmp_path / "ops.sql"
+    query.write_text("SELECT method, sum(len(accepted_ops)) AS accepted_ops, sum(latency_s) AS latency_s "
+                     "FROM steps GROUP BY method\n")
+    assert run("query", str(query), "--runs", str(scores_sweep.sweep_dir), "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out) == [{"method": "flowstate", "accepted_ops": 3, "latency_s": 10.0}]

@@ -30,7 +30,7 @@ def test_pass_rate_and_components(scores_sweep: SweepBuilder) -> None:
     fc, fs = r[FC], r[FS]
     s = scores(scores_sweep.sweep_dir)
     # full_context: rewards 1,1,0 | 0,0,0 | 1,1,1; B/2 gated by max_steps (db, communicate count as 0)
-    assert (fc["tasks"], fc["episodes"], fc["graded"], fc["grading_failed"], fc["failed"]) == (3, 9, 8, 0, 0)
+    assert (fc["tasks"], fc["episodes"], fc["evaluated"], fc["grading_failed"], fc["failed"]) == (3, 9, 8, 0, 0)
     assert fc["pass_rate"] == pytest.approx(5 / 9) == s[(FC, "pass_rate")]
     assert fc["success_rate"] == pytest.approx(5 / 9) == s[(FC, "success_rate")]
     assert s[(FC, "db")] == pytest.approx(6 / 9)
@@ -73,16 +73,19 @@ def test_delta_vs_the_jobs_baseline_on_common_tasks(scores_sweep: SweepBuilder) 
     pr = d["pass_rate"]
     assert (pr["method"], pr["baseline"], pr["tasks"], pr["method_episodes"], pr["baseline_episodes"]) == (FS, FC, 2, 6, 6)
     assert pr["baseline_value"] == pytest.approx(2 / 6)  # task C (only full_context ran it) left out
-    assert pr["delta"] == pytest.approx(100 * (4 / 6 - 2 / 6))
-    assert d["db"]["delta"] == pytest.approx(100 * (5 / 6 - 3 / 6))
-    assert d["action"]["delta"] == pytest.approx(100 * (3 / 6 - 2 / 6))
-    assert d["tokens"]["delta"] == pytest.approx(100 * ((5 * 550 + 900) / 6 / 1100 - 1))
+    assert pr["delta_pp"] == pytest.approx(100 * (4 / 6 - 2 / 6))
+    assert d["db"]["delta_pp"] == pytest.approx(100 * (5 / 6 - 3 / 6))
+    assert d["action"]["delta_pp"] == pytest.approx(100 * (3 / 6 - 2 / 6))
+    assert d["tokens"]["delta_pct"] == pytest.approx(100 * ((5 * 550 + 900) / 6 / 1100 - 1))
+    # one unit per column: percentage points for the rates, percent for the tokens' ratio
+    assert [(r["delta_pp"] is None, r["delta_pct"] is None) for r in d.values()] == [(False, True)] * 3 + [(True, False)]
+    assert "delta" not in pr
 
 
 def test_delta_with_another_baseline_is_bound_as_a_value(scores_sweep: SweepBuilder) -> None:
     d = by(rows("delta_vs_baseline", scores_sweep.sweep_dir, baseline=FS), "metric")
     assert (d["pass_rate"]["method"], d["pass_rate"]["baseline"]) == (FC, FS)
-    assert d["pass_rate"]["delta"] == pytest.approx(100 * (2 / 6 - 4 / 6))
+    assert d["pass_rate"]["delta_pp"] == pytest.approx(100 * (2 / 6 - 4 / 6))
     assert rows("delta_vs_baseline", scores_sweep.sweep_dir, baseline="x' OR '1'='1") == []
 
 

@@ -35,7 +35,8 @@ def test_report_tables_and_figures(scores_sweep: SweepBuilder, tmp_path: Path) -
     assert "| m1 | Y | 100 | 0 |" in table4
     # paired intervals: flowstate − full_context over the six (task, trial) pairs both ran
     pair_line = next(line for line in lines if line.startswith("| taubench | airline | m1 | flowstate |"))
-    assert "| 6 | +33.3 |" in pair_line
+    assert pair_line.endswith("| 6 | +33.3 | needs ≥ 10 pairs |")  # too few for an interval: said, not [+0, +0]
+    assert "none over fewer than 10 pairs" in text
     assert "10,000 bootstrap resamples" in text
     assert [f.name for f in report.figures] == ["report_fig3_tokens.png", "report_fig3_uncached.png",
                                                 "report_fig4_depth.png"]
@@ -55,8 +56,15 @@ def test_paired_bootstrap_matches_the_normal_approximation() -> None:
     assert ci.low == pytest.approx(-half_width, abs=0.01)
     assert ci.high == pytest.approx(half_width, abs=0.01)
     assert paired_bootstrap(differences) == ci  # fixed seed: the same interval every time
-    constant = paired_bootstrap([50.0] * 7)
+    constant = paired_bootstrap([50.0] * 10)
     assert (constant.low, constant.mean, constant.high) == (50.0, 50.0, 50.0)
+
+
+def test_too_few_pairs_get_a_mean_and_no_interval() -> None:
+    """One pair once read [+0.0, +0.0]: an interval that looks exact and says nothing."""
+    assert paired_bootstrap([0.0]).model_dump() == {"n": 1, "mean": 0.0, "low": None, "high": None}
+    assert paired_bootstrap([1.0, 0.0] * 4 + [1.0]).low is None  # 9 pairs
+    assert paired_bootstrap([1.0, 0.0] * 5).low is not None  # MIN_PAIRS
 
 
 def test_the_baseline_is_found_under_its_protocol_label(tmp_path: Path) -> None:

@@ -41,3 +41,15 @@ def test_progress_keeps_a_mean_reward_not_every_reward():
     assert (progress.completed, progress.rewarded, progress.reward_sum) == (4, 3, 1.5)
     assert "mean reward 0.500" in status_line(progress)
     assert not any(isinstance(value, list) for value in vars(progress).values())
+
+
+def test_the_status_line_counts_the_sweeps_episodes_and_says_grading_failed_as_the_sql_does():
+    """A resumed sweep: 5 episodes done by an earlier run, 96 by this one — 101 on disk, and 101 said
+    (the line once said 96/96); its outcomes use pass_rate's words (grading_failed, not "ungraded")."""
+    progress = Progress(total=101, skipped=5)
+    for status in ["completed"] * 95 + ["grading_failed"]:
+        progress.add(EpisodeSummary(episode_id="e", status=status, termination="done", reward=None, steps=1,
+                                    duration_s=0.1))
+    line = status_line(progress)
+    assert line.startswith("episodes 101/101 done (5 by earlier runs, 95 ok, 0 failed, 1 grading failed)"), line
+    assert status_line(Progress(total=4, skipped=0)).startswith("episodes 0/4 done (0 ok, 0 failed, 0 grading failed)")

@@ -63,7 +63,10 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_wherever_it_arrives(hook, reference,
     if phase == "tracking":  # every episode ran and was compacted; the logging stopped
         assert not record["interrupted"] and len(done) == 8 and "tracked" not in finished_steps(sweep_dir)
     else:
-        assert record["interrupted"] and record["completed"] == (3 if phase == "dispatch" else 0) <= len(done) < 8
+        # what the run counted is what its files hold: the episodes still in flight that finished
+        # (returned, or wrote their rows as the stop cancelled them) included
+        assert record["interrupted"] and (3 if phase == "dispatch" else 0) <= record["completed"] == len(done) < 8
+        assert phase == "starting" or f"episodes {len(done)}/8 done ({len(done)} ok" in stopped.stdout
     client = MlflowClient(mlflow_store)
     parent = client.get_run(manifest["mlflow_run_id"])
     children = runs.child_runs(client, parent.info.experiment_id, parent.info.run_id).values()
@@ -75,3 +78,22 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_wherever_it_arrives(hook, reference,
     comparison = compare(reference, sweep_digest(sweep_dir))
     assert comparison.same, comparison
     assert not list(sweep_dir.rglob("*.tmp"))
+
+
+def test_a_stopped_run_counts_every_episode_its_files_hold(ray_local, tmp_path):
+    """Stopped at the first episode collected, 8 in flight: those that finished meanwhile (returned
+    uncollected, or wrote their rows as the stop cancelled them) are counted, in the progress line
+    and the run's record, as the files hold them (the line once said 96 where 101 were on disk)."""
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({**SMALL_ORACLE_JOB, "name": "stop-count", "execution": {"concurrency": 8}}))
+    out = tmp_path / "runs"
+    sweep_dir = out / expand(load_job(job)).sweep_id
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    stopped = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", str(job), "--out", str(out)], cwd=REPO_ROOT,
+                             env={**env, "PYTHONPATH": str(REPO_ROOT), SIGNAL_ENV: "dispatch:1"},
+                             capture_output=True, text=True, timeout=240)
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stdout + stopped.stderr
+    done = len(finished_episodes(sweep_dir).done)
+    [record] = read_manifest(sweep_dir)["runs"]
+    last = [line for line in stopped.stdout.splitlines() if line.startswith("episodes ")][-1]
+    assert last.startswith(f"episodes {done}/8 done ({done} ok") and record["completed"] == done >= 1, (last, done)
