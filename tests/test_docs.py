@@ -128,9 +128,9 @@ def test_the_sql_reference_names_every_table_column_and_shipped_query() -> None:
 def test_a_querys_columns_are_read_from_the_query_itself() -> None:
     columns = [f.name for f in query_columns(load_query("pass_rate"))]
     assert columns[:4] == ["benchmark", "domain", "method", "model"]
-    assert {"pass_rate", "success_rate", "graded", "failed"} <= set(columns)
+    assert {"pass_rate", "success_rate", "evaluated", "failed"} <= set(columns)
     delta = {f.name: str(f.type) for f in query_columns(load_query("delta_vs_baseline"))}
-    assert delta["delta"] == "double" and "baseline_value" in delta
+    assert delta["delta_pp"] == delta["delta_pct"] == "double" and "baseline_value" in delta
 
 
 def test_every_shipped_job_has_a_line_in_the_jobs_guide() -> None:
