@@ -4,16 +4,16 @@
 this project's names: benchmark, domain, method (as a job file names it), metric (as the scores
 query names it, ``tokens`` for #Tok, ``nauc`` and ``dr`` for Table 4), the paper's base model as the
 paper labels it, the value exactly as printed and its unit. A test checks each against the paper's
-text. The report's section "The paper beside this sweep" and :func:`paper_columns` (for a
-headline table elsewhere, e.g. MLflow's) read it; a cell the paper has no figure for gets none.
+text. The report's section "The paper beside this sweep" (also the MLflow parent's description) reads
+it; a cell the paper has no figure for gets none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -92,30 +92,6 @@ def paper_method(label: str, name: str | None = None) -> str | None:
         if candidate in methods:
             return candidate
     return None
-
-
-def _column(metric: str, versus: str | None, model: str) -> str:
-    return f"{f'Δ {metric} vs. {versus}' if versus else metric} (paper, {model})"
-
-
-def paper_columns(cells: Iterable[Mapping[str, Any]],
-                  labels: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
-    """The paper's figures as extra columns of a table of cells (e.g. MLflow's headline table):
-    ``{cell_id: {"PS (paper, DeepSeek-V4-Flash)": "21.11", "Δ PS vs. full_context (paper, ...)": "+21.78",
-    ...}}``. A cell is a mapping with ``cell_id``, ``benchmark``, ``domain``, ``method`` (its label)
-    and, where known, ``method_name`` (:func:`paper_method`); ``labels``: the metrics to give
-    columns and their labels (default: every metric the paper has, under its name). A cell the paper
-    has no figure for is absent, and so is a column the paper leaves blank."""
-    data = paper_figures()
-    columns: dict[str, dict[str, str]] = {}
-    for cell in cells:
-        method = paper_method(cell["method"], cell.get("method_name"))
-        for f in data.figures:
-            if (f.benchmark, f.domain, f.method) == (cell["benchmark"], cell["domain"], method) and (
-                    labels is None or f.metric in labels):
-                name = labels[f.metric] if labels else f.metric
-                columns.setdefault(cell["cell_id"], {}).setdefault(_column(name, f.versus, f.model), f.text)
-    return columns
 
 
 def beside_paper(values: Mapping[Key, Mapping[str, str]], labels: Mapping[str, str],

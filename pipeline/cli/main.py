@@ -137,7 +137,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.list:
         return _list_episodes(args.runs, filters, args.episode_id)
     if args.episode_id is None:
-        raise CliError("show needs an EPISODE_ID; `flowstate show --list` lists them")
+        raise CliError(f"show needs an EPISODE_ID; `{flowstate_command('show --list')}` lists them")
     if given := [f"--{name}" for name, value in filters.items() if value is not None]:
         raise CliError(f"{', '.join(given)} filter(s) the list: use them with --list")
     data = load_episode(args.runs, args.episode_id)

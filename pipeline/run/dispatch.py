@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 from rich.console import Console
@@ -399,8 +400,13 @@ def written_summary(sweep_dir: Path, spec: EpisodeSpec) -> EpisodeSummary | None
     path = episode_file(sweep_dir, "episodes", spec.cell.cell_id, spec.episode_id)
     if not path.exists():
         return None
-    [row] = select([path], "episode_id, status, termination, reward, n_steps AS steps, duration_s")
-    return None if row["status"] == FAILED else EpisodeSummary(**row)
+    try:
+        rows = select([path], "episode_id, status, termination, reward, n_steps AS steps, duration_s")
+    except (OSError, duckdb.Error):  # counted as not written (a resume runs it), never the error of the stop
+        return None
+    if len(rows) != 1 or rows[0]["status"] == FAILED:
+        return None
+    return EpisodeSummary(**rows[0])
 
 
 def _describe(cause: BaseException) -> str:

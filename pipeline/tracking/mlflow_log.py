@@ -55,17 +55,26 @@ from typing import Any
 import pyarrow as pa
 from mlflow import MlflowClient
 from mlflow.entities import Run
+from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 from pydantic import BaseModel
 
 from pipeline.analysis.formats import to_csv, to_markdown
-from pipeline.analysis.query import connect, job_baseline, list_queries, load_query, query_table, resolve_baseline
+from pipeline.analysis.query import (
+    connect,
+    job_baseline,
+    list_queries,
+    load_query,
+    query_table,
+    resolve_baseline,
+    sweep_catalogs,
+)
 from pipeline.analysis.report import paper_section, write_report
 from pipeline.config.secrets import redact_url
 from pipeline.core.cost import CostModel, cost_models, with_gpu_seconds
 from pipeline.core.fault_injection import crash_point
 from pipeline.store.claim import claim_sweep
 from pipeline.store.files import broken_files
-from pipeline.store.manifest import read_manifest, record_mlflow_run, recorded_catalogs
+from pipeline.store.manifest import read_manifest, record_mlflow_run
 from pipeline.tracking import mlflow_runs as runs
 from pipeline.tracking.headline import HeadlineRow, headline_rows, headline_table
 from pipeline.tracking.mlflow_runs import CELL_KEYS, PARENT_TAG, SWEEP_TAG
@@ -171,16 +180,24 @@ def sweep_headline(results: Mapping[str, pa.Table], baseline: str | None,
                          decimals)
 
 
+PAPER_POINTER = ("The paper's published figures beside this sweep's are in the report (artifacts: `report/report.md`, "
+                 "section *The paper beside this sweep*): too long for a run's description.")
+
+
 def description(manifest: Mapping[str, Any], headline: list[HeadlineRow], baseline: str | None,
                 decimals: Mapping[str, int], paper: str | None = None) -> str:
     """The parent run's description (its overview page renders it): the headline comparison table,
     then the paper's published figures beside the sweep's (the report's section), if it has any."""
     job = manifest.get("job_name") or manifest["sweep_id"]
-    return (headline_table(headline, baseline, decimals)
+    text = (headline_table(headline, baseline, decimals)
             + f"\n\nJob **{job}**, sweep `{manifest['sweep_id']}`. To compare the cells' runs: in the run list, "
               "search ``tags.`flowstate.kind` = 'cell'``, sort by `1 …` (the first headline metric), group by "
-              "the `method`, `benchmark` or `model` tag; Columns → Metrics adds the headline columns.\n"
-            + (f"\n{paper}\n" if paper else ""))
+              "the `method`, `benchmark` or `model` tag; Columns → Metrics adds the headline columns.\n")
+    if paper and len(text) + len(paper) + 2 <= MAX_TAG_VAL_LENGTH:
+        return f"{text}\n{paper}\n"
+    if paper:  # MLflow would cut it mid-table
+        return text + f"\n{PAPER_POINTER}\n"
+    return text
 
 
 def _log_artifacts(client: MlflowClient, run_id: str, sweep_dir: Path, manifest: dict[str, Any], con: Any,
@@ -288,7 +305,7 @@ def _log_sweep(sweep_dir: Path, experiment: str | None, tracking_uri: str | None
         cells = _cells(con)
         results = shipped_results(con, baseline)
         metrics = cell_metrics(results, baseline, cost_models(manifest))
-        decimals = {b: c.percent_decimals for b, c in recorded_catalogs(sweep_dir).items()}
+        decimals = {b: c.percent_decimals for b, c in sweep_catalogs([sweep_dir]).items()}
         headline = sweep_headline(results, baseline, decimals)
         for row in headline:
             metrics.setdefault((row.benchmark, row.domain, row.method, row.model), {}).update(row.metrics())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.analysis.paper_figures import FIGURES_FILE, PaperFigure, paper_columns, paper_figures, paper_method
+from pipeline.analysis.paper_figures import FIGURES_FILE, PaperFigure, paper_figures
 from pipeline.analysis.report import build_report
 from tests.conftest import REPO_ROOT
 from tests.pipeline.analysis.builder import SweepBuilder
@@ -130,30 +130,6 @@ def test_a_cell_gives_the_papers_figure_per_model() -> None:
     assert {model: f.text for model, f in tokens.items()} == {QWEN: "−27.24%", DEEPSEEK: "−73.01%", GPT: "−43.26%"}
     assert figures.cell("memoryarena", "formal_reasoning_math", "flowstate", "tokens")[QWEN].text == "14.53M"
     assert figures.cell("taubench", "airline", "mem0", "pass_rate") == {}
-
-
-def test_paper_columns_for_a_headline_table() -> None:
-    cells = [{"cell_id": "a", "benchmark": "taubench", "domain": "retail", "method": "flowstate-json"},
-             {"cell_id": "b", "benchmark": "taubench", "domain": "retail", "method": "mem0"},
-             {"cell_id": "c", "benchmark": "memoryarena", "domain": "group_travel_planner", "method": "full_context"},
-             {"cell_id": "d", "benchmark": "taubench", "domain": "retail", "method": "full_context-x", "method_name": "mem0"}]
-    columns = paper_columns(cells)
-    assert set(columns) == {"a", "c"}  # the paper ran no Mem0 on τ-bench
-    assert columns["a"] == {f"pass_rate (paper, {DEEPSEEK})": "81.6", f"db (paper, {DEEPSEEK})": "86.0",
-                            f"action (paper, {DEEPSEEK})": "85.5", f"tokens (paper, {DEEPSEEK})": "18.32M",
-                            f"Δ pass_rate vs. full_context (paper, {DEEPSEEK})": "+7.9",
-                            f"Δ db vs. full_context (paper, {DEEPSEEK})": "+5.3",
-                            f"Δ action vs. full_context (paper, {DEEPSEEK})": "−4.9",
-                            f"Δ tokens vs. full_context (paper, {DEEPSEEK})": "−22.24%"}
-    assert columns["c"][f"sPS (paper, {QWEN})"] == "60.99" and f"sPS (paper, {GPT})" not in columns["c"]
-    assert columns["c"][f"nauc (paper, {DEEPSEEK})"] == "18.35"
-    headline = paper_columns(cells[:1], labels={"pass_rate": "PR", "tokens": "#Tok"})  # these only, so labelled
-    assert headline == {"a": {f"PR (paper, {DEEPSEEK})": "81.6", f"#Tok (paper, {DEEPSEEK})": "18.32M",
-                              f"Δ PR vs. full_context (paper, {DEEPSEEK})": "+7.9",
-                              f"Δ #Tok vs. full_context (paper, {DEEPSEEK})": "−22.24%"}}
-    assert (paper_method("full_context-json"), paper_method("flowstate_no_psa"), paper_method("last_n")) == (
-        "full_context", "flowstate_no_psa", None)
-    assert paper_method("FS v2", "flowstate") == "flowstate"  # a label of one's own, the method's name known
 
 
 def test_the_report_shows_the_papers_figures_beside_the_sweeps(scores_sweep: SweepBuilder, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
+from pipeline.core.commands import flowstate_command
 from tests.pipeline.analysis.builder import SweepBuilder
 from tests.pipeline.analysis.conftest import build_scores_sweep
 
@@ -65,6 +66,7 @@ def test_show_list_gives_the_ids_with_what_tells_them_apart(sweep: SweepBuilder,
 
 def test_show_asks_for_an_id_or_the_list_in_one_line(sweep: SweepBuilder, capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = show(capsys, "--runs", str(sweep.root))
-    assert status == 2 and err == "flowstate: error: show needs an EPISODE_ID; `flowstate show --list` lists them\n"
+    listing = flowstate_command("show --list")  # as the user can type it
+    assert status == 2 and err == f"flowstate: error: show needs an EPISODE_ID; `{listing}` lists them\n"
     status, _, err = show(capsys, "abc", "--method", "flowstate", "--runs", str(sweep.root))
     assert status == 2 and "--method filter(s) the list: use them with --list" in err

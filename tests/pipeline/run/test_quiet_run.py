@@ -21,7 +21,8 @@ def test_a_run_prints_no_noise_and_hints_that_work_as_typed(tmp_path: Path) -> N
     job = {**SMALL_ORACLE_JOB, "benchmarks": SMALL_ORACLE_JOB["benchmarks"][:1],
            "analysis": {"baseline": "full_context", "count_tokens": "smollm2"}}  # llama.cpp loads SmolLM2's vocabulary
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS", "MLFLOW_TRACKING_URI")}  # as a new shell has it
+    fresh = ("RAY_AUTH_MODE", "RAY_ADDRESS", "MLFLOW_TRACKING_URI")  # as a new shell has them: unset
+    env = {k: v for k, v in os.environ.items() if k not in fresh}
     proc = subprocess.run([str(BIN / "flowstate"), "run", "job.yaml", "--out", "runs"], cwd=tmp_path, text=True,
                           env={**env, "PATH": BARE_PATH, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, timeout=300)
     output = proc.stdout + proc.stderr
