@@ -115,6 +115,9 @@ def main() -> int:
     children = sorted(runs.child_runs(client, experiment, parent.info.run_id).values(), key=lambda r: r.info.run_name)
     names = [c.info.run_name for c in children]
     headline = sorted({k for c in children for k in c.data.metrics if k[:1].isdigit()})
+    if not headline:
+        raise SystemExit(f"the runs of sweep {manifest['sweep_id']} have no headline metrics yet: "
+                         f"`flowstate track {sweep}` logs them")
     datasets = sorted({d.dataset.name for c in children for d in c.inputs.dataset_inputs})
     port = free_port()
     ui = start_ui(uri, port, work / "mlflow-ui.log")
@@ -124,16 +127,18 @@ def main() -> int:
     # (collapsed) only when runs are sorted by time
     cells = (f"{base}/runs?searchFilter=" + quote("tags.`flowstate.kind` = 'cell'")
              + "&orderByKey=" + quote(f"metrics.`{headline[0]}`") + "&orderByAsc=false")
-    child = next((c for c in children if c.data.tags.get("method") != "full_context"), children[0])
+    baselines = {b for b in [(manifest.get("job", {}).get("analysis") or {}).get("baseline")] if b}
+    # a method other than the baseline (the job names its family: full_context for full_context-json)
+    child = next((c for c in children if not c.data.tags.get("method", "").startswith(tuple(baselines) or ("\0",))),
+                 children[0])
     ids, experiments = quote(json.dumps([c.info.run_id for c in children])), quote(json.dumps([experiment]))
     table = [c.split(" ", 1)[1] + (" (Δ)" if f"{c} Δ pp" in headline or f"{c} Δ pct" in headline else "")
              for c in headline if not c.endswith(("pp", "pct"))]
-    baselines = {b for b in [(manifest.get("job", {}).get("analysis") or {}).get("baseline")] if b}
     pages = [  # (what, url, screenshot, expected text)
         ("run list (child runs' names, Dataset column)", cells, "1-run-list", [*names, *datasets]),
         ("run list's charts (headline metrics first)", f"{cells}&compareRunsMode=CHART", "1b-run-charts", headline[:2]),
         ("parent overview (description table)", f"{base}/runs/{parent.info.run_id}", "2-parent-overview",
-         ["Method", "Domain", *table, *(f"{method} (baseline)" for method in baselines)]),
+         ["Method", "Domain", *table, *(["(baseline)"] if baselines else [])]),
         ("child run (name, headline metrics)", f"{base}/runs/{child.info.run_id}", "3-child-run",
          [child.info.run_name, *headline[:3]]),
         ("child run's model metrics (headline charts)", f"{base}/runs/{child.info.run_id}/model-metrics",
