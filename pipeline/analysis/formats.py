@@ -31,6 +31,16 @@ def cell_text(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def tokens_text(n: float | None) -> str:
+    """A token count as the paper prints #Tok: 21.03M, 512K, 87."""
+    if n is None:
+        return "–"
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= size:
+            return f"{n / size:.2f}{unit}"
+    return f"{n:.0f}"
+
+
 def markdown_table(header: list[str], rows: Iterable[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]

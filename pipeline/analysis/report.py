@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from flowstate.errors import FlowStateError
 from pipeline.analysis import plots
-from pipeline.analysis.formats import cell_text, markdown_table
+from pipeline.analysis.formats import cell_text, markdown_table, tokens_text
 from pipeline.analysis.paper_figures import beside_paper
 from pipeline.analysis.query import connect, job_baseline, query_rows, resolve_baseline, sweep_catalogs
 from pipeline.analysis.stats import LEVEL, MIN_PAIRS, RESAMPLES, SEED, paired_bootstrap
@@ -55,15 +55,6 @@ def _pct(x: float | None) -> str:
 
 def _signed(x: float | None, suffix: str = "") -> str:
     return "–" if x is None else f"{x:+.{2 if suffix else 1}f}{suffix}".replace("-", "−")
-
-
-def _tokens(n: float | None) -> str:
-    if n is None:
-        return "–"
-    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= size:
-            return f"{n / size:.2f}{unit}"
-    return f"{n:.0f}"
 
 
 def _key(r: Row) -> Key:
@@ -107,7 +98,7 @@ class Scores:
         value = self.value.get(key, {}).get(metric)
         if metric != TOKENS:
             return _pct(value)
-        return _tokens(value) + (COUNTED if key in self.counted and value is not None else "")
+        return tokens_text(value) + (COUNTED if key in self.counted and value is not None else "")
 
     def delta_text(self, key: Key, metric: str) -> str:
         return _signed(self.delta.get(key, {}).get(metric), "%" if metric == TOKENS else "")
@@ -276,7 +267,7 @@ def cost_table(rows: list[Row], baseline: str | None) -> str:
         change = None
         if base and key[3] != baseline and r["gpu_s_per_episode"] is not None and base["gpu_s_per_episode"]:
             change = 100 * (r["gpu_s_per_episode"] / base["gpu_s_per_episode"] - 1)
-        body.append([*key, _tokens(r["tokens"]), _tokens(r["uncached_prompt_tokens"]), _tokens(r["completion_tokens"]),
+        body.append([*key, *(tokens_text(r[c]) for c in ("tokens", "uncached_prompt_tokens", "completion_tokens")),
                      _pct(r["cached_share_of_limit"]), cell_text(r["gpu_s_per_episode"], 3), _signed(change, "%")])
     sources = sorted({r["cost_source"] for r in rows if r["cost_source"]})
     note = (f"\nCost model: {'; '.join(sources)}." if sources else

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from math import floor, log10
 from typing import Any
 
-from pipeline.analysis.formats import markdown_table
+from pipeline.analysis.formats import markdown_table, tokens_text
 
 Row = Mapping[str, Any]
 TOKENS = "Tok"  # the paper's #Tok ("#" is not allowed in an MLflow metric name)
@@ -110,8 +110,7 @@ def _text(column: str, value: float | None, places: int) -> str:
     if column.endswith(DELTA_PP):
         return f"{value:+.{places}f}".replace("-", "−")
     if column.split(" ", 1)[1] == TOKENS:
-        size, unit = next(((s, u) for s, u in ((1e9, "B"), (1e6, "M"), (1e3, "K")) if abs(value) >= s), (1, ""))
-        return f"{value / size:.2f}{unit}" if unit else f"{value:.0f}"
+        return tokens_text(value)
     return f"{value:.{places}f}"
 
 
